@@ -1,0 +1,184 @@
+// The chain we take payments on: a devnet (anvil + our test USDC) when CHAIN_RPC_URL is unset, any EVM RPC otherwise.
+import { Config, Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import * as path from "node:path"
+import {
+  type Account,
+  type Chain as ViemChain,
+  createPublicClient,
+  createWalletClient,
+  defineChain,
+  getAddress,
+  http,
+  nonceManager,
+  type PublicClient,
+  type Transport,
+  type WalletClient
+} from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { AppConfig } from "./Config.js"
+import { DEV_PRIVATE_KEYS, devnetChain, startDevnet } from "./devnet/anvil.js"
+import { usdcAbi } from "./devnet/usdcAbi.js"
+
+export class ChainStartError extends Data.TaggedError("ChainStartError")<{ readonly message: string }> {}
+
+/** x402 v1 names its networks; these are the EVM ones it knows, by chain id. */
+const X402_NETWORKS: Record<number, string> = {
+  84532: "base-sepolia",
+  8453: "base",
+  43113: "avalanche-fuji",
+  43114: "avalanche",
+  137: "polygon",
+  80002: "polygon-amoy",
+  4689: "iotex",
+  1329: "sei",
+  1328: "sei-testnet"
+}
+
+export interface ChainShape {
+  readonly mode: "devnet" | "rpc"
+  readonly rpcUrl: string
+  readonly chainId: number
+  /** The x402 network name ("base-sepolia" in devnet). */
+  readonly network: string
+  /** The token and its EIP-712 domain, read from the contract at start. */
+  readonly usdc: { readonly address: `0x${string}`; readonly name: string; readonly version: string }
+  /** Where payments go (x402 `payTo`). */
+  readonly treasury: `0x${string}`
+  readonly publicClient: PublicClient<Transport, ViemChain>
+  /** Present when we settle with our own key (devnet, or TREASURY_PRIVATE_KEY); absent with a facilitator. */
+  readonly signer: Option.Option<{ readonly account: Account; readonly walletClient: WalletClient<Transport, ViemChain, Account> }>
+  /** Devnet only: the dev accounts, for the banner and tests. */
+  readonly devAccounts: ReadonlyArray<{ readonly address: `0x${string}`; readonly privateKey: `0x${string}` }>
+}
+
+export class Chain extends Context.Tag("Chain")<Chain, ChainShape>() {}
+
+/** Receipt polling: anvil mines at once, real chains need a slower poll. */
+const pollingIntervalFor = (mode: "devnet" | "rpc") => (mode === "devnet" ? 20 : 1_000)
+
+/** Builds the Chain service for an RPC endpoint; `devnet` allows the well-known dev keys. */
+export const connectChain = (options: {
+  readonly mode: "devnet" | "rpc"
+  readonly rpcUrl: string
+  readonly usdcAddress: `0x${string}`
+  readonly signerKey: Option.Option<`0x${string}`>
+  readonly treasuryAddress: Option.Option<`0x${string}`>
+  readonly devAccounts?: ChainShape["devAccounts"]
+  readonly network?: string
+}) =>
+  Effect.gen(function* () {
+    const probe = createPublicClient({ transport: http(options.rpcUrl, { retryCount: 2 }) })
+    const chainId = yield* Effect.tryPromise({
+      try: () => probe.getChainId(),
+      catch: (error) => new ChainStartError({ message: `chain RPC ${options.rpcUrl} did not answer: ${String(error)}` })
+    })
+    const chain = options.mode === "devnet"
+      ? devnetChain(options.rpcUrl)
+      : defineChain({
+        id: chainId,
+        name: `chain-${chainId}`,
+        nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
+        rpcUrls: { default: { http: [options.rpcUrl] } }
+      })
+    const network = options.network ?? X402_NETWORKS[chainId]
+    if (network === undefined) {
+      return yield* new ChainStartError({ message: `chain id ${chainId} has no x402 v1 network name; set X402_NETWORK` })
+    }
+    const transport = http(options.rpcUrl, { batch: false, retryCount: options.mode === "devnet" ? 0 : 3 })
+    const pollingInterval = pollingIntervalFor(options.mode)
+    const publicClient = createPublicClient({ chain, transport, pollingInterval })
+    const [name, version] = yield* Effect.tryPromise({
+      try: () =>
+        Promise.all([
+          publicClient.readContract({ address: options.usdcAddress, abi: usdcAbi, functionName: "name" }),
+          publicClient.readContract({ address: options.usdcAddress, abi: usdcAbi, functionName: "version" })
+        ]),
+      catch: (error) =>
+        new ChainStartError({ message: `USDC at ${options.usdcAddress} did not answer name()/version(): ${String(error)}` })
+    })
+    const signer = Option.map(options.signerKey, (key) => {
+      // The nonce manager hands out signer nonces locally, so concurrent settlements do not collide.
+      const account = privateKeyToAccount(key, { nonceManager })
+      const walletClient = createWalletClient({ account, chain, transport, pollingInterval })
+      return { account, walletClient }
+    })
+    const treasury = Option.match(signer, {
+      onSome: (s) => s.account.address,
+      onNone: () => Option.getOrThrow(options.treasuryAddress)
+    })
+    return {
+      mode: options.mode,
+      rpcUrl: options.rpcUrl,
+      chainId,
+      network,
+      usdc: { address: getAddress(options.usdcAddress), name, version },
+      treasury: getAddress(treasury),
+      publicClient,
+      signer,
+      devAccounts: options.devAccounts ?? []
+    } satisfies ChainShape
+  })
+
+const devnetPort = Config.integer("DEVNET_PORT").pipe(Config.withDefault(8545))
+
+const devnet = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const port = yield* devnetPort
+  const net = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () =>
+        startDevnet({
+          port,
+          stateFile: path.join(config.dataDir, "devnet", "anvil-state.json"),
+          compileCacheDir: path.join(config.dataDir, "devnet", "solc-cache")
+        }),
+      catch: (error) => new ChainStartError({ message: `devnet (anvil) failed to start: ${String(error)}` })
+    }),
+    (net) => Effect.promise(() => net.stop())
+  )
+  const treasury = net.accounts[0]
+  if (treasury === undefined) return yield* new ChainStartError({ message: "devnet has no account 0" })
+  return yield* connectChain({
+    mode: "devnet",
+    rpcUrl: net.rpcUrl,
+    usdcAddress: net.usdcAddress,
+    signerKey: Option.some(treasury.privateKey),
+    treasuryAddress: Option.none(),
+    devAccounts: net.accounts
+  })
+})
+
+const rpc = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const rpcUrl = Option.getOrThrow(config.chainRpcUrl)
+  const key = Option.map(config.treasuryPrivateKey, Redacted.value)
+  if (Option.isSome(key) && DEV_PRIVATE_KEYS.some((dev) => dev.toLowerCase() === key.value.toLowerCase())) {
+    return yield* new ChainStartError({
+      message: "TREASURY_PRIVATE_KEY is a well-known anvil dev key; refusing to use it outside devnet"
+    })
+  }
+  const treasuryAddress = yield* Config.option(
+    Config.string("TREASURY_ADDRESS").pipe(
+      Config.validate({ message: "TREASURY_ADDRESS must be an address", validation: (s) => /^0x[0-9a-fA-F]{40}$/.test(s) }),
+      Config.map((s) => getAddress(s))
+    )
+  )
+  if (Option.isNone(key) && Option.isNone(treasuryAddress)) {
+    return yield* new ChainStartError({ message: "with FACILITATOR_URL and no TREASURY_PRIVATE_KEY, set TREASURY_ADDRESS (the payTo address)" })
+  }
+  const network = yield* Config.option(Config.string("X402_NETWORK"))
+  return yield* connectChain({
+    mode: "rpc",
+    rpcUrl,
+    usdcAddress: Option.getOrThrow(config.usdcAddress),
+    signerKey: Option.isSome(config.facilitatorUrl) ? Option.none() : key,
+    treasuryAddress: Option.isSome(key) ? Option.some(privateKeyToAccount(key.value).address) : treasuryAddress,
+    ...(Option.isSome(network) ? { network: network.value } : {})
+  })
+})
+
+/** Devnet or RPC, by configuration. */
+export const ChainLive = Layer.scoped(
+  Chain,
+  Effect.flatMap(AppConfig, (config) => (config.chainMode === "devnet" ? devnet : rpc))
+)

@@ -1,0 +1,124 @@
+// Service configuration from the environment, validated at start with clear messages.
+import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as path from "node:path"
+
+export type ChainMode = "devnet" | "rpc"
+
+export interface AppConfigShape {
+  readonly port: number
+  readonly host: string
+  /** Unset: an embedded PostgreSQL under `dataDir`. */
+  readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
+  readonly dataDir: string
+  readonly chainMode: ChainMode
+  readonly chainRpcUrl: Option.Option<string>
+  readonly usdcAddress: Option.Option<`0x${string}`>
+  readonly treasuryPrivateKey: Option.Option<Redacted.Redacted<`0x${string}`>>
+  readonly facilitatorUrl: Option.Option<string>
+  /** Unset in devnet: generated at start and printed. */
+  readonly operatorToken: Option.Option<Redacted.Redacted<string>>
+  readonly allowPrivateUrls: boolean
+  /** Base URL used in payment challenges and status URLs; defaults to http://HOST:PORT. */
+  readonly publicBaseUrl: string
+  readonly maxBodyBytes: number
+  /** How long a signed payment must still be valid for us to accept it (settlement headroom). */
+  readonly paymentMinValiditySeconds: number
+  /** maxTimeoutSeconds in our 402 challenges. */
+  readonly paymentTimeoutSeconds: number
+  readonly agentCacheTtlMs: number
+}
+
+export class AppConfig extends Context.Tag("Config/AppConfig")<AppConfig, AppConfigShape>() {}
+
+const hexKey = /^0x[0-9a-fA-F]{64}$/
+const address = /^0x[0-9a-fA-F]{40}$/
+
+const url = (name: string) =>
+  Config.string(name).pipe(
+    Config.validate({
+      message: `${name} must be an http(s) URL`,
+      validation: (s) => {
+        try {
+          const u = new URL(s)
+          return u.protocol === "http:" || u.protocol === "https:"
+        } catch {
+          return false
+        }
+      }
+    })
+  )
+
+export const appConfig = Effect.gen(function* () {
+  const port = yield* Config.port("PORT").pipe(Config.withDefault(3000))
+  const host = yield* Config.string("HOST").pipe(Config.withDefault("127.0.0.1"))
+  const databaseUrl = yield* Config.option(Config.redacted("DATABASE_URL"))
+  const dataDir = path.resolve(yield* Config.string("DATA_DIR").pipe(Config.withDefault("./.data")))
+  const chainRpcUrl = yield* Config.option(url("CHAIN_RPC_URL"))
+  const chainMode: ChainMode = Option.isSome(chainRpcUrl) ? "rpc" : "devnet"
+  const usdcAddress = yield* Config.option(
+    Config.string("USDC_ADDRESS").pipe(
+      Config.validate({ message: "USDC_ADDRESS must be 0x followed by 40 hex characters", validation: (s) => address.test(s) }),
+      Config.map((s) => s as `0x${string}`)
+    )
+  )
+  const treasuryPrivateKey = yield* Config.option(
+    Config.redacted(
+      Config.string("TREASURY_PRIVATE_KEY").pipe(
+        Config.validate({ message: "TREASURY_PRIVATE_KEY must be 0x followed by 64 hex characters", validation: (s) => hexKey.test(s) }),
+        Config.map((s) => s as `0x${string}`)
+      )
+    )
+  )
+  const facilitatorUrl = yield* Config.option(url("FACILITATOR_URL"))
+  const operatorToken = yield* Config.option(
+    Config.redacted(
+      Config.string("OPERATOR_TOKEN").pipe(
+        Config.validate({ message: "OPERATOR_TOKEN must be at least 16 characters", validation: (s) => s.length >= 16 })
+      )
+    )
+  )
+  const allowPrivateUrls = yield* Config.boolean("ALLOW_PRIVATE_URLS").pipe(Config.withDefault(chainMode === "devnet"))
+  const publicBaseUrl = yield* url("PUBLIC_BASE_URL").pipe(
+    Config.withDefault(`http://${host.includes(":") ? `[${host}]` : host}:${port}`)
+  )
+  const maxBodyBytes = yield* Config.integer("MAX_BODY_BYTES").pipe(
+    Config.withDefault(1024 * 1024),
+    Config.validate({ message: "MAX_BODY_BYTES must be between 1024 and 67108864", validation: (n) => n >= 1024 && n <= 64 * 1024 * 1024 })
+  )
+  const paymentMinValiditySeconds = yield* Config.integer("PAYMENT_MIN_VALIDITY_SECONDS").pipe(Config.withDefault(6))
+  const paymentTimeoutSeconds = yield* Config.integer("PAYMENT_TIMEOUT_SECONDS").pipe(Config.withDefault(120))
+  const agentCacheTtlMs = yield* Config.integer("AGENT_CACHE_TTL_MS").pipe(Config.withDefault(30_000))
+
+  if (chainMode === "rpc") {
+    const missing = [
+      Option.isNone(usdcAddress) ? "USDC_ADDRESS" : undefined,
+      Option.isNone(treasuryPrivateKey) && Option.isNone(facilitatorUrl) ? "TREASURY_PRIVATE_KEY (or FACILITATOR_URL)" : undefined,
+      Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined
+    ].filter((m): m is string => m !== undefined)
+    if (missing.length > 0) {
+      return yield* Effect.fail(
+        ConfigError.MissingData([], `CHAIN_RPC_URL is set, so these settings are required: ${missing.join(", ")}`)
+      )
+    }
+  }
+  return {
+    port,
+    host,
+    databaseUrl,
+    dataDir,
+    chainMode,
+    chainRpcUrl,
+    usdcAddress,
+    treasuryPrivateKey,
+    facilitatorUrl,
+    operatorToken,
+    allowPrivateUrls,
+    publicBaseUrl: publicBaseUrl.replace(/\/+$/, ""),
+    maxBodyBytes,
+    paymentMinValiditySeconds,
+    paymentTimeoutSeconds,
+    agentCacheTtlMs
+  } satisfies AppConfigShape
+})
+
+export const ConfigLive = Layer.effect(AppConfig, appConfig)

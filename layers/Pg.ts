@@ -1,0 +1,71 @@
+// PostgreSQL: an embedded server under DATA_DIR when DATABASE_URL is unset, any server when it is set; migrations run at start.
+import { NodeContext } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
+import { PgClient, PgMigrator } from "@effect/sql-pg"
+import { Config, Data, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { AppConfig } from "./Config.js"
+import { startEmbeddedPostgres } from "./embeddedPostgres.js"
+
+export class DatabaseStartError extends Data.TaggedError("DatabaseStartError")<{ readonly message: string }> {}
+
+/** Where the database is, for the start-up banner. */
+export class DatabaseInfo extends Effect.Service<DatabaseInfo>()("Pg/DatabaseInfo", {
+  succeed: { mode: "external" as "embedded" | "external", url: Redacted.make("") }
+}) {}
+
+const migrationsDir = fileURLToPath(new URL("../migrations/", import.meta.url))
+
+/** Plain `.sql` files `NNNN_name.sql`, each run as one multi-statement script inside the migrator's transaction. */
+export const sqlFileLoader = Effect.sync(() =>
+  fs
+    .readdirSync(migrationsDir)
+    .flatMap((file) => {
+      const match = /^(\d+)_(.+)\.sql$/.exec(file)
+      if (match === null) return []
+      const text = fs.readFileSync(path.join(migrationsDir, file), "utf8")
+      const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text).raw)
+      return [[Number(match[1]), match[2] ?? file, Effect.succeed(run)] as const]
+    })
+    .sort((a, b) => a[0] - b[0])
+)
+
+const clientOptions = {
+  transformQueryNames: Str.camelToSnake,
+  transformResultNames: Str.snakeToCamel,
+  // With the default `true` the name transforms would also rewrite keys inside jsonb values.
+  transformJson: false,
+  applicationName: "agent-marketplace"
+} as const
+
+const embedded = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const server = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () => startEmbeddedPostgres({ databaseDir: path.join(config.dataDir, "postgres"), persistent: true }),
+      catch: (error) => new DatabaseStartError({ message: `embedded PostgreSQL failed to start: ${String(error)}` })
+    }),
+    (server) => Effect.promise(() => server.stop())
+  )
+  return Redacted.make(server.url)
+})
+
+const maxConnections = Config.integer("DATABASE_POOL_SIZE").pipe(Config.withDefault(20))
+
+/** SqlClient + PgClient for the configured database, with every pending migration applied. */
+export const PgLive = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const mode = Option.isSome(config.databaseUrl) ? ("external" as const) : ("embedded" as const)
+    const url = Option.isSome(config.databaseUrl) ? config.databaseUrl.value : yield* embedded
+    const pool = yield* maxConnections
+    const client = PgClient.layer({ ...clientOptions, url, maxConnections: pool })
+    const migrated = PgMigrator.layer({ loader: sqlFileLoader }).pipe(Layer.provide(NodeContext.layer))
+    return Layer.merge(
+      Layer.provideMerge(migrated, client),
+      Layer.succeed(DatabaseInfo, DatabaseInfo.make({ mode, url }))
+    )
+  })
+)

@@ -1,0 +1,151 @@
+/**
+ * Compiles `contracts/TestUSDC.sol` with solc-js, with an optional on-disk cache.
+ *
+ * solc-js is loaded lazily (`await import("solc")` costs ≈ 0.5 s on its own, the compile another
+ * ≈ 0.5-1 s), so a cache hit never loads the compiler at all.
+ */
+import { createHash, randomUUID } from "node:crypto";
+import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Abi, Hex } from "viem";
+
+export interface CompiledContract {
+  readonly abi: Abi;
+  /** Creation bytecode, 0x-prefixed. */
+  readonly bytecode: Hex;
+}
+
+export const TEST_USDC_SOURCE_PATH: string = fileURLToPath(
+  new URL("../../contracts/TestUSDC.sol", import.meta.url),
+);
+
+const SOURCE_NAME = "TestUSDC.sol";
+const CONTRACT_NAME = "TestUSDC";
+
+/** Compiler settings; part of the cache key. */
+const SETTINGS = {
+  optimizer: { enabled: true, runs: 200 },
+  evmVersion: "cancun",
+  outputSelection: { [SOURCE_NAME]: { [CONTRACT_NAME]: ["abi", "evm.bytecode.object"] } },
+} as const;
+
+const require = createRequire(import.meta.url);
+
+/** solc's npm version (read from its package.json so a cache hit does not load the compiler). */
+const solcPackageVersion = (): string => {
+  const pkg: unknown = require("solc/package.json");
+  if (isRecord(pkg) && typeof pkg["version"] === "string") return pkg["version"];
+  throw new Error("compileTestUsdc: cannot read the version of the installed solc package");
+};
+
+/** In-process memo (solc runs and cache hits) by cache key: at most one compile per source/settings per process. */
+const memo = new Map<string, Promise<CompiledContract>>();
+
+/**
+ * Compile `contracts/TestUSDC.sol` (optimizer on, 200 runs, evmVersion "cancun").
+ *
+ * @param cacheDir when given, the result is cached there as JSON in a file named after a sha256 of
+ *   the source, the solc version and the settings (a hit never loads solc). When omitted there is
+ *   no on-disk cache (still at most one compile per process).
+ * @throws Error carrying solc's formatted messages when compilation reports errors.
+ */
+export const compileTestUsdc = async (cacheDir?: string): Promise<CompiledContract> => {
+  const source = await readFile(TEST_USDC_SOURCE_PATH, "utf8");
+  const key = createHash("sha256")
+    .update(JSON.stringify({ source, solc: solcPackageVersion(), settings: SETTINGS }))
+    .digest("hex");
+  const cacheFile = cacheDir === undefined ? undefined : testUsdcCacheFile(cacheDir, key);
+  if (cacheFile !== undefined) {
+    const cached = await readCache(cacheFile);
+    if (cached !== undefined) {
+      if (!memo.has(key)) memo.set(key, Promise.resolve(cached));
+      return cached;
+    }
+  }
+
+  let compiled = memo.get(key);
+  if (compiled === undefined) {
+    compiled = compile(source);
+    memo.set(key, compiled);
+    compiled.catch(() => memo.delete(key)); // do not memoize failures
+  }
+  const result = await compiled;
+
+  if (cacheDir !== undefined && cacheFile !== undefined) {
+    await mkdir(cacheDir, { recursive: true });
+    // Write-then-rename so a concurrent reader never sees a half-written file.
+    const tmp = `${cacheFile}.${randomUUID()}.tmp`;
+    await writeFile(tmp, JSON.stringify(result));
+    await rename(tmp, cacheFile);
+  }
+  return result;
+};
+
+const testUsdcCacheFile = (cacheDir: string, key: string): string =>
+  join(cacheDir, `TestUSDC-${key.slice(0, 32)}.json`);
+
+const readCache = async (file: string): Promise<CompiledContract | undefined> => {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch {
+    return undefined;
+  }
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (isRecord(parsed) && isAbi(parsed["abi"]) && isHex(parsed["bytecode"])) {
+      return { abi: parsed["abi"], bytecode: parsed["bytecode"] };
+    }
+  } catch {
+    // corrupt cache file: fall through and recompile (it gets overwritten)
+  }
+  return undefined;
+};
+
+const compile = async (source: string): Promise<CompiledContract> => {
+  const solc = (await import("solc")).default;
+  // solc's typings are all `any`; pin the one function we use to a precise type.
+  const compileStandard: (input: string) => string = solc.compile;
+  const input = {
+    language: "Solidity",
+    sources: { [SOURCE_NAME]: { content: source } },
+    settings: SETTINGS,
+  };
+  const output: unknown = JSON.parse(compileStandard(JSON.stringify(input)));
+  if (!isRecord(output)) throw new Error("solc: unexpected output");
+
+  const errors = Array.isArray(output["errors"]) ? output["errors"] : [];
+  const fatal = errors.filter((e) => isRecord(e) && e["severity"] === "error");
+  if (fatal.length > 0) {
+    const text = fatal
+      .map((e) =>
+        isRecord(e) && typeof e["formattedMessage"] === "string"
+          ? e["formattedMessage"]
+          : JSON.stringify(e),
+      )
+      .join("\n");
+    throw new Error(`solc failed to compile ${SOURCE_NAME}:\n${text}`);
+  }
+
+  const contracts = output["contracts"];
+  const file = isRecord(contracts) ? contracts[SOURCE_NAME] : undefined;
+  const contract = isRecord(file) ? file[CONTRACT_NAME] : undefined;
+  const evm = isRecord(contract) ? contract["evm"] : undefined;
+  const bytecode = isRecord(evm) ? evm["bytecode"] : undefined;
+  const object = isRecord(bytecode) ? bytecode["object"] : undefined;
+  const abi = isRecord(contract) ? contract["abi"] : undefined;
+  if (typeof object !== "string" || object.length === 0 || !isAbi(abi)) {
+    throw new Error(`solc: no bytecode/abi for ${CONTRACT_NAME} in output`);
+  }
+  return { abi, bytecode: `0x${object}` };
+};
+
+const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u);
+
+const isAbi = (u: unknown): u is Abi =>
+  Array.isArray(u) && u.every((item) => isRecord(item) && typeof item["type"] === "string");
+
+const isHex = (u: unknown): u is Hex => typeof u === "string" && /^0x[0-9a-fA-F]+$/.test(u);
