@@ -1,0 +1,346 @@
+// The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Clock, Effect, Option, Schema } from "effect"
+import { PaymentRejected, PaymentVerifier, type VerifiedPayment } from "../layers/PaymentVerifier.js"
+import { UrlGuard } from "../layers/UrlGuard.js"
+import {
+  AgentRecord,
+  type AgentResource,
+  Capability,
+  type Endpoints,
+  type RegisterAgentRequest,
+  type TrustTier,
+  type UpdateAgentRequest
+} from "../src/domain/Agent.js"
+import { BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, Unavailable } from "../src/domain/Errors.js"
+import { type AgentId, newAgentId } from "../src/domain/Ids.js"
+import { formatUsdc, REGISTRATION_FEE } from "../src/domain/Money.js"
+import { earnedTier, settlementPolicy } from "../src/domain/Trust.js"
+import { AgentCache } from "./AgentCache.js"
+import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
+import { Accounts, Ledger } from "./Ledger.js"
+import { Outbox } from "./Outbox.js"
+import { type PaymentRow, Payments } from "./Payments.js"
+import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
+
+export const toResource = (agent: AgentRecord): AgentResource => {
+  const policy = settlementPolicy(agent.trustTier)
+  return {
+    id: agent.id,
+    wallet: agent.wallet,
+    name: agent.name,
+    description: agent.description,
+    tags: agent.tags,
+    capabilities: agent.capabilities,
+    endpoints: agent.endpoints,
+    metadata: agent.metadata,
+    status: agent.status === "pending" ? "inactive" : agent.status,
+    reputation_score: agent.reputationScore,
+    health_score: agent.healthScore,
+    health_updated_at: agent.healthUpdatedAt.toISOString(),
+    circuitState: agent.circuitState,
+    trustTier: agent.trustTier,
+    settlementType: policy.settlementType,
+    settlementDelay: policy.settlementDelay,
+    chain_enabled: agent.chainSettings.chain_enabled,
+    chainSettings: agent.chainSettings,
+    created_at: agent.createdAt.toISOString(),
+    updated_at: agent.updatedAt.toISOString()
+  }
+}
+
+export interface RegistrationResult {
+  readonly id: string
+  readonly wallet: string
+  readonly name: string
+  readonly status: "active"
+  readonly registrationTxId: string
+  readonly payment: { readonly txHash: string; readonly payer: string; readonly network: string }
+}
+
+const encodeCapabilities = Schema.encodeSync(Schema.Array(Capability))
+const decodeRecord = Schema.decodeUnknown(AgentRecord)
+
+const validationError = (issues: ReadonlyArray<SchemaIssue>) =>
+  new BadRequest({ code: "VALIDATION_ERROR", message: "the request failed validation", details: { issues } })
+
+const paymentRequired = (rejection: PaymentRejected, accepts: PaymentRequired["accepts"], price: bigint, wallet: string, network: string) =>
+  new PaymentRequired({
+    message: rejection.message,
+    accepts,
+    details: { reason: rejection.reason, price: formatUsdc(price), wallet, network, ...rejection.details }
+  })
+
+const notFound = (id: string) => new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${id} not found`, details: { agentId: id } })
+
+const isUniqueViolation = (error: SqlError.SqlError, constraint: string) => {
+  const cause = error.cause
+  return typeof cause === "object" && cause !== null && "code" in cause && cause.code === "23505" &&
+    "constraint" in cause && cause.constraint === constraint
+}
+
+export class Agents extends Effect.Service<Agents>()("Agents", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schemas = yield* JsonSchemas
+    const urlGuard = yield* UrlGuard
+    const verifier = yield* PaymentVerifier
+    const payments = yield* Payments
+    const ledger = yield* Ledger
+    const outbox = yield* Outbox
+    const cache = yield* AgentCache
+
+    const loadRecord = (id: AgentId, lock = false) =>
+      (lock ? sql`SELECT * FROM agents WHERE id = ${id} FOR UPDATE` : sql`SELECT * FROM agents WHERE id = ${id}`).pipe(
+        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeRecord(rows[0]), Option.some))),
+        Effect.orDie
+      )
+
+    /** Checks that cannot be expressed in the request schema: capability JSON Schemas and the URL policy. */
+    const validateSemantics = (input: {
+      readonly capabilities?: ReadonlyArray<Capability> | undefined
+      readonly endpoints?: Endpoints | undefined
+    }) =>
+      Effect.gen(function* () {
+        const issues: Array<SchemaIssue> = []
+        input.capabilities?.forEach((capability, i) => {
+          for (const key of ["inputSchema", "outputSchema"] as const) {
+            const schema = capability[key]
+            if (schema === undefined) continue
+            for (const issue of schemas.checkSchema(schema)) {
+              issues.push({ path: `capabilities.${i}.${key}${issue.path}`, message: `not a valid JSON Schema: ${issue.message}` })
+            }
+          }
+        })
+        if (input.endpoints !== undefined) {
+          for (const key of ["execution", "health"] as const) {
+            const url = input.endpoints[key]
+            if (url === undefined) continue
+            const rejected = yield* Effect.flip(urlGuard.check(url)).pipe(Effect.option)
+            if (Option.isSome(rejected)) issues.push({ path: `endpoints.${key}`, message: rejected.value.reason })
+          }
+        }
+        if (issues.length > 0) return yield* validationError(issues)
+      })
+
+    const walletTaken = (wallet: string) =>
+      sql<{ id: string; status: string }>`SELECT id, status FROM agents WHERE wallet = ${wallet}`.pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) => {
+          const row = rows[0]
+          if (row === undefined) return Effect.void
+          return Effect.fail(
+            new Conflict({
+              code: "WALLET_ALREADY_REGISTERED",
+              message: row.status === "pending"
+                ? "a registration for this wallet is being settled"
+                : "this wallet already has an agent (one agent per wallet); nothing was charged",
+              details: { wallet, ...(row.status === "pending" ? {} : { agentId: row.id }) }
+            })
+          )
+        })
+      )
+
+    /** The registration fee settled: the agent goes live with its ledger accounts, in the settlement's transaction. */
+    const onRegistrationSettled = (payment: PaymentRow, txHash: string) =>
+      Effect.gen(function* () {
+        const agentId = payment.subjectId
+        yield* sql`UPDATE agents SET status = 'active', registration_tx_hash = ${txHash}, updated_at = now()
+                   WHERE id = ${agentId} AND status = 'pending'`
+        yield* ledger.openAgentAccounts(agentId)
+        yield* ledger.transfer({
+          kind: "registration_fee",
+          movements: [{ debit: Accounts.treasury, credit: Accounts.platformRevenue, amount: payment.amount }],
+          paymentId: payment.id,
+          agentId,
+          subjectId: agentId
+        })
+        yield* outbox.emit("payment.received", agentId, {
+          paymentId: payment.id,
+          purpose: "registration",
+          agentId,
+          amount: formatUsdc(payment.amount),
+          payer: payment.payer,
+          txHash
+        })
+        yield* outbox.emit("agent.registered", agentId, { agentId })
+      })
+
+    /** The fee can never settle: the pending agent is removed, freeing the wallet. */
+    const onRegistrationFailed = (payment: PaymentRow) =>
+      sql`DELETE FROM agents WHERE id = ${payment.subjectId} AND status = 'pending'`.pipe(Effect.asVoid)
+
+    yield* payments.registerPurpose("registration", { onSettled: onRegistrationSettled, onFailed: onRegistrationFailed })
+
+    /**
+     * Registration: every check runs before the payment is looked at, so a bad request is never charged.
+     * The pending agent row and the payment reservation commit together, before settlement.
+     */
+    const register = (req: RegisterAgentRequest, paymentHeader: string | undefined, resource: string) =>
+      Effect.gen(function* () {
+        yield* validateSemantics(req)
+        yield* walletTaken(req.wallet)
+        const accepts = [verifier.requirements({ amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" })]
+        const refuse = (rejection: PaymentRejected) =>
+          paymentRequired(rejection, accepts, REGISTRATION_FEE, verifier.treasury, verifier.network)
+        if (paymentHeader === undefined || paymentHeader.trim() === "") {
+          return yield* new PaymentRequired({
+            message: "agent registration costs 0.10 USDC: pay with an X-PAYMENT header",
+            accepts,
+            details: { reason: "payment_required", price: formatUsdc(REGISTRATION_FEE), wallet: verifier.treasury, network: verifier.network }
+          })
+        }
+        const verified: VerifiedPayment = yield* verifier.verify(paymentHeader, REGISTRATION_FEE).pipe(Effect.mapError(refuse))
+        const agentId = newAgentId()
+        const paymentId = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const paymentId = yield* payments.reserve(verified, "registration", agentId)
+            yield* sql`INSERT INTO agents ${sql.insert({
+              id: agentId,
+              wallet: req.wallet,
+              name: req.name,
+              description: req.description ?? null,
+              tags: JSON.stringify([...new Set(req.tags ?? [])]),
+              capabilities: JSON.stringify(encodeCapabilities(req.capabilities)),
+              endpoints: JSON.stringify(req.endpoints),
+              metadata: req.metadata === undefined ? null : JSON.stringify(req.metadata),
+              status: "pending",
+              registrationPaymentId: paymentId
+            })}`
+            return paymentId
+          })
+        ).pipe(
+          Effect.catchTag("SqlError", (error) =>
+            isUniqueViolation(error, "agents_wallet_key")
+              ? Effect.fail(new Conflict({ code: "WALLET_ALREADY_REGISTERED", message: "this wallet already has an agent; nothing was charged", details: { wallet: req.wallet } }))
+              : Effect.die(error)),
+          Effect.catchTag("PaymentRejected", (rejection) => Effect.fail(refuse(rejection)))
+        )
+        const outcome = yield* payments.settle(paymentId, verified, accepts[0]!).pipe(Effect.orDie)
+        switch (outcome._tag) {
+          case "Failed":
+            return yield* refuse(new PaymentRejected({ reason: outcome.reason === "rpc_error" ? "settlement_failed" : outcome.reason, message: `settlement failed: ${outcome.message}` }))
+          case "Pending":
+            return yield* new Unavailable({
+              code: "SERVICE_UNAVAILABLE",
+              message: "the chain has not confirmed the registration fee yet; the agent is activated as soon as it settles",
+              details: { agentId, paymentId }
+            })
+          case "Settled":
+            return {
+              id: agentId,
+              wallet: req.wallet,
+              name: req.name,
+              status: "active",
+              registrationTxId: outcome.txHash,
+              payment: { txHash: outcome.txHash, payer: verified.payer, network: verified.network }
+            } satisfies RegistrationResult
+        }
+      }).pipe(Effect.withSpan("Agents.register"))
+
+    /** An active, inactive or suspended agent (a pending registration is invisible), via the read cache. */
+    const get = (id: AgentId) =>
+      Effect.gen(function* () {
+        const cached = yield* cache.get(id)
+        if (cached !== undefined) return { agent: cached, meta: { cached: true, cacheSource: "memory" as const } }
+        const record = yield* loadRecord(id)
+        if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
+        yield* cache.set(id, record.value)
+        return { agent: record.value, meta: { cached: false, cacheSource: "database" as const } }
+      }).pipe(Effect.withSpan("Agents.get"))
+
+    /** Loads the agent for its owner, proving the wallet signature; suspended agents are frozen for owners. */
+    const authorizeOwner = (id: AgentId, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        const record = yield* loadRecord(id, true)
+        if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
+        yield* verifyWalletSignature(record.value, auth)
+        if (record.value.status === "suspended") {
+          return yield* new Forbidden({
+            code: "AGENT_SUSPENDED",
+            message: "the agent is suspended by the platform and cannot be changed by its owner",
+            details: { reason: record.value.statusReason }
+          })
+        }
+        return record.value
+      })
+
+    const update = (id: AgentId, auth: WalletAuthHeaders, patch: UpdateAgentRequest) =>
+      Effect.gen(function* () {
+        yield* validateSemantics(patch)
+        const updated = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const current = yield* authorizeOwner(id, auth)
+            const chainSettings = { ...current.chainSettings, ...(patch.chainSettings ?? {}) }
+            const set = {
+              ...(patch.name === undefined ? {} : { name: patch.name }),
+              ...(patch.description === undefined ? {} : { description: patch.description }),
+              ...(patch.tags === undefined ? {} : { tags: JSON.stringify([...new Set(patch.tags)]) }),
+              ...(patch.capabilities === undefined ? {} : { capabilities: JSON.stringify(encodeCapabilities(patch.capabilities)) }),
+              ...(patch.endpoints === undefined ? {} : { endpoints: JSON.stringify(patch.endpoints) }),
+              ...(patch.metadata === undefined ? {} : { metadata: JSON.stringify(patch.metadata) }),
+              ...(patch.status === undefined ? {} : { status: patch.status, statusReason: null }),
+              chainSettings: JSON.stringify(chainSettings),
+              updatedAt: new Date()
+            }
+            const rows = yield* sql`UPDATE agents SET ${sql.update(set)} WHERE id = ${id} RETURNING *`
+            const record = yield* Effect.orDie(decodeRecord(rows[0]))
+            yield* outbox.emit("agent.updated", id, { agentId: id, fields: Object.keys(patch) })
+            return record
+          })
+        ).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* cache.invalidate(id)
+        return updated
+      }).pipe(Effect.withSpan("Agents.update"))
+
+    const deactivate = (id: AgentId, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* authorizeOwner(id, auth)
+            yield* sql`UPDATE agents SET status = 'inactive', updated_at = now() WHERE id = ${id}`
+            yield* outbox.emit("agent.deactivated", id, { agentId: id })
+          })
+        ).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* cache.invalidate(id)
+        return { id, status: "inactive" as const }
+      }).pipe(Effect.withSpan("Agents.deactivate"))
+
+    const checkWallet = (wallet: string) =>
+      sql<{ id: string }>`SELECT id FROM agents WHERE wallet = ${wallet} AND status <> 'pending'`.pipe(
+        Effect.orDie,
+        Effect.map((rows) => (rows[0] === undefined ? { exists: false } : { exists: true, agentId: rows[0].id }))
+      )
+
+    /** Operator: suspend, reinstate or pause an agent, with a reason kept on the agent. */
+    const setStatus = (id: AgentId, status: "active" | "inactive" | "suspended", reason: string | undefined) =>
+      Effect.gen(function* () {
+        const rows = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const rows = yield* sql`UPDATE agents SET status = ${status}, status_reason = ${reason ?? null}, updated_at = now()
+                                    WHERE id = ${id} AND status <> 'pending' RETURNING *`
+            if (rows.length > 0) yield* outbox.emit("agent.status_changed", id, { agentId: id, status, reason: reason ?? null })
+            return rows
+          })
+        ).pipe(Effect.orDie)
+        if (rows[0] === undefined) return yield* notFound(id)
+        yield* cache.invalidate(id)
+        return yield* Effect.orDie(decodeRecord(rows[0]))
+      })
+
+    /** Operator: pin a trust tier (null returns the agent to the tier it earns). */
+    const setTrustTier = (id: AgentId, tier: TrustTier | null) =>
+      Effect.gen(function* () {
+        const current = yield* loadRecord(id)
+        if (Option.isNone(current) || current.value.status === "pending") return yield* notFound(id)
+        const effective = earnedTier({ ...current.value, trustTierOverride: tier }, yield* Clock.currentTimeMillis)
+        const rows = yield* sql`UPDATE agents SET trust_tier_override = ${tier}, trust_tier = ${effective}, updated_at = now()
+                                WHERE id = ${id} RETURNING *`.pipe(Effect.orDie)
+        if (rows[0] === undefined) return yield* notFound(id)
+        yield* cache.invalidate(id)
+        return yield* Effect.orDie(decodeRecord(rows[0]))
+      })
+
+    return { register, get, update, deactivate, checkWallet, setStatus, setTrustTier, loadRecord } as const
+  })
+}) {}

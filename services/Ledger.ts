@@ -1,0 +1,82 @@
+// The double-entry ledger: balanced transfers between accounts, always inside the caller's database transaction.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Data, Effect } from "effect"
+import { newId } from "../src/domain/Ids.js"
+
+/** Fixed platform accounts (see migrations/0001_init.sql). */
+export const Accounts = {
+  treasury: "treasury",
+  settlementReceivable: "settlement_receivable",
+  escrow: "escrow",
+  refundsPayable: "refunds_payable",
+  platformRevenue: "platform_revenue",
+  agentAvailable: (agentId: string) => `agent:${agentId}:available`,
+  agentPending: (agentId: string) => `agent:${agentId}:pending`
+} as const
+
+/** Debit `debit`, credit `credit` by `amount` micro-USDC (amount > 0). */
+export interface Movement {
+  readonly debit: string
+  readonly credit: string
+  readonly amount: bigint
+}
+
+export interface TransferInput {
+  readonly kind: string
+  readonly movements: ReadonlyArray<Movement>
+  readonly paymentId?: string
+  readonly agentId?: string
+  readonly subjectId?: string
+  readonly memo?: string
+}
+
+export class LedgerInvariantError extends Data.TaggedError("LedgerInvariantError")<{ readonly message: string }> {}
+
+export class Ledger extends Effect.Service<Ledger>()("Ledger", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * Records one balanced transfer. Must run inside the transaction of the state change it
+     * belongs to; the database re-checks the balance at commit (deferred constraint trigger).
+     */
+    const transfer = (input: TransferInput): Effect.Effect<string, SqlError.SqlError | LedgerInvariantError> =>
+      Effect.gen(function* () {
+        const movements = input.movements.filter((m) => m.amount !== 0n)
+        if (movements.some((m) => m.amount < 0n || m.debit === m.credit)) {
+          return yield* new LedgerInvariantError({ message: `invalid movement in ${input.kind}` })
+        }
+        if (movements.length === 0) return yield* new LedgerInvariantError({ message: `empty transfer ${input.kind}` })
+        const id = newId("ltr")
+        const entries = movements.flatMap((m) => [
+          { transferId: id, accountId: m.debit, amount: m.amount.toString() },
+          { transferId: id, accountId: m.credit, amount: (-m.amount).toString() }
+        ])
+        yield* sql`INSERT INTO ledger_transfers ${sql.insert({
+          id,
+          kind: input.kind,
+          paymentId: input.paymentId ?? null,
+          agentId: input.agentId ?? null,
+          subjectId: input.subjectId ?? null,
+          memo: input.memo ?? null
+        })}`
+        yield* sql`INSERT INTO ledger_entries ${sql.insert(entries)}`
+        return id
+      }).pipe(Effect.withSpan("Ledger.transfer", { attributes: { kind: input.kind } }))
+
+    /** The agent's two accounts; created with the agent, in its transaction. */
+    const openAgentAccounts = (agentId: string) =>
+      sql`INSERT INTO ledger_accounts ${sql.insert([
+        { id: Accounts.agentAvailable(agentId), kind: "liability", agentId, description: "Earnings the agent can withdraw" },
+        { id: Accounts.agentPending(agentId), kind: "liability", agentId, description: "Earnings held until the settlement delay passes" }
+      ])} ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
+
+    /** Debit-positive balance of an account (liabilities and revenue come out negative). */
+    const balance = (accountId: string) =>
+      sql<{ balance: string }>`SELECT COALESCE(SUM(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${accountId}`.pipe(
+        Effect.map((rows) => BigInt(rows[0]?.balance ?? "0"))
+      )
+
+    return { transfer, openAgentAccounts, balance } as const
+  })
+}) {}

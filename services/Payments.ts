@@ -1,0 +1,228 @@
+// Accepted payments: reservation (the once-only guard), settlement on chain, and the recovery worker that finishes what a crash interrupted.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import type { Hex } from "viem"
+import type { PaymentRequirements } from "../src/domain/Errors.js"
+import { newPaymentId, type PaymentId } from "../src/domain/Ids.js"
+import {
+  PaymentRejected,
+  PaymentVerifier,
+  type RejectionReason,
+  SettlementError,
+  type VerifiedPayment
+} from "../layers/PaymentVerifier.js"
+import type { LedgerInvariantError } from "./Ledger.js"
+
+export const PaymentPurpose = Schema.Literal("registration", "execution")
+export type PaymentPurpose = typeof PaymentPurpose.Type
+
+export const PaymentRow = Schema.Struct({
+  id: Schema.String,
+  purpose: PaymentPurpose,
+  subjectId: Schema.String,
+  payer: Schema.String,
+  payTo: Schema.String,
+  asset: Schema.String,
+  network: Schema.String,
+  amount: Schema.BigInt,
+  nonce: Schema.String,
+  validAfter: Schema.BigInt,
+  validBefore: Schema.BigInt,
+  signature: Schema.String,
+  headerSha256: Schema.String,
+  status: Schema.Literal("reserved", "submitted", "settled", "failed"),
+  txHash: Schema.NullOr(Schema.String),
+  failureReason: Schema.NullOr(Schema.String),
+  attempts: Schema.Number
+})
+export type PaymentRow = typeof PaymentRow.Type
+
+/** What a purpose (registration, execution) does when its payment settles or fails for good; runs inside that transaction. */
+export interface PurposeHandlers {
+  readonly onSettled: (payment: PaymentRow, txHash: string) => Effect.Effect<void, SqlError.SqlError | LedgerInvariantError>
+  readonly onFailed: (payment: PaymentRow, reason: string) => Effect.Effect<void, SqlError.SqlError | LedgerInvariantError>
+}
+
+/** The outcome of trying to settle now. */
+export type SettleOutcome =
+  | { readonly _tag: "Settled"; readonly txHash: string }
+  | { readonly _tag: "Failed"; readonly reason: RejectionReason | "rpc_error"; readonly message: string }
+  | { readonly _tag: "Pending"; readonly message: string }
+
+/** A request's settlement holds the payment this long before the recovery worker may take it over. */
+const LEASE_SECONDS = 60
+
+const toVerified = (row: PaymentRow): VerifiedPayment => ({
+  payer: row.payer as `0x${string}`,
+  payTo: row.payTo as `0x${string}`,
+  asset: row.asset as `0x${string}`,
+  network: row.network,
+  amount: row.amount,
+  nonce: row.nonce as Hex,
+  validAfter: row.validAfter,
+  validBefore: row.validBefore,
+  signature: row.signature as Hex,
+  headerSha256: row.headerSha256,
+  payload: {
+    x402Version: 1,
+    scheme: "exact",
+    network: row.network,
+    payload: {
+      signature: row.signature,
+      authorization: {
+        from: row.payer,
+        to: row.payTo,
+        value: row.amount.toString(),
+        validAfter: row.validAfter.toString(),
+        validBefore: row.validBefore.toString(),
+        nonce: row.nonce
+      }
+    }
+  }
+})
+
+export class Payments extends Effect.Service<Payments>()("Payments", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const verifier = yield* PaymentVerifier
+    const handlers = new Map<PaymentPurpose, PurposeHandlers>()
+    const decodeRow = Schema.decodeUnknown(PaymentRow)
+
+    const registerPurpose = (purpose: PaymentPurpose, h: PurposeHandlers) => Effect.sync(() => void handlers.set(purpose, h))
+    const handlerFor = (purpose: PaymentPurpose) =>
+      Effect.fromNullable(handlers.get(purpose)).pipe(Effect.orDieWith(() => new Error(`no handler for payment purpose ${purpose}`)))
+
+    /**
+     * Claims the authorization for this purpose. Must run inside the caller's transaction: the unique
+     * (asset, payer, nonce) key makes a second use fail, even when two requests race.
+     */
+    const reserve = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string) =>
+      Effect.gen(function* () {
+        const id = newPaymentId()
+        const rows = yield* sql<{ id: string }>`
+          INSERT INTO payments ${sql.insert({
+            id,
+            purpose,
+            subjectId,
+            payer: p.payer,
+            payTo: p.payTo,
+            asset: p.asset,
+            network: p.network,
+            amount: p.amount.toString(),
+            nonce: p.nonce,
+            validAfter: p.validAfter.toString(),
+            validBefore: p.validBefore.toString(),
+            signature: p.signature,
+            headerSha256: p.headerSha256,
+            status: "reserved"
+          })}
+          ON CONFLICT DO NOTHING
+          RETURNING id`
+        if (rows.length === 0) {
+          return yield* new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" })
+        }
+        yield* sql`UPDATE payments SET next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS}) WHERE id = ${id}`
+        return id as PaymentId
+      })
+
+    const load = (id: string) =>
+      sql`SELECT * FROM payments WHERE id = ${id}`.pipe(
+        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.dieMessage(`payment ${id} vanished`) : decodeRow(rows[0]))),
+        Effect.orDie
+      )
+
+    /** Records the settlement and runs the purpose's effects in one transaction; idempotent. */
+    const complete = (id: string, txHash: string) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql`
+            UPDATE payments SET status = 'settled', tx_hash = ${txHash}, settled_at = now(), updated_at = now()
+            WHERE id = ${id} AND status IN ('reserved', 'submitted')
+            RETURNING *`
+          if (rows[0] === undefined) return
+          const row = yield* Effect.orDie(decodeRow(rows[0]))
+          yield* (yield* handlerFor(row.purpose)).onSettled(row, txHash)
+        })
+      ).pipe(Effect.withSpan("Payments.complete"))
+
+    /** Records a final failure and undoes the purpose's reservation in one transaction; idempotent. */
+    const fail = (id: string, reason: string) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql`
+            UPDATE payments SET status = 'failed', failure_reason = ${reason}, updated_at = now()
+            WHERE id = ${id} AND status IN ('reserved', 'submitted')
+            RETURNING *`
+          if (rows[0] === undefined) return
+          const row = yield* Effect.orDie(decodeRow(rows[0]))
+          yield* (yield* handlerFor(row.purpose)).onFailed(row, reason)
+        })
+      ).pipe(Effect.withSpan("Payments.fail"))
+
+    /** Settles on chain, retrying transient RPC faults a few times, then records the outcome. */
+    const settle = (id: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
+      verifier.settle(p, requirements).pipe(
+        Effect.retry({
+          while: (e: SettlementError) => !e.final,
+          schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(2)))
+        }),
+        Effect.matchEffect({
+          onSuccess: (txHash): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
+            Effect.as(complete(id, txHash), { _tag: "Settled", txHash }),
+          onFailure: (error): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
+            error.final
+              ? Effect.as(fail(id, error.reason), { _tag: "Failed", reason: error.reason, message: error.message })
+              : Effect.succeed({ _tag: "Pending", message: error.message })
+        }),
+        Effect.withSpan("Payments.settle")
+      )
+
+    /**
+     * One pass of the recovery worker: payments whose lease ran out (the process that took them crashed,
+     * or the chain was unreachable) are looked up on chain and then completed, re-submitted or failed.
+     */
+    const recoverDue = Effect.gen(function* () {
+      const due = yield* sql.withTransaction(
+        sql`
+          UPDATE payments SET next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS}), attempts = attempts + 1, updated_at = now()
+          WHERE id IN (
+            SELECT id FROM payments
+            WHERE status IN ('reserved', 'submitted') AND next_attempt_at <= now()
+            ORDER BY next_attempt_at
+            LIMIT 20
+            FOR UPDATE SKIP LOCKED)
+          RETURNING *`.pipe(Effect.flatMap(Schema.decodeUnknown(Schema.Array(PaymentRow))), Effect.orDie)
+      )
+      yield* Effect.forEach(
+        due,
+        (row) =>
+          Effect.gen(function* () {
+            const existing = yield* verifier.findSettlement(row.payer as `0x${string}`, row.nonce as Hex)
+            if (Option.isSome(existing)) return yield* complete(row.id, existing.value)
+            const now = BigInt(Math.floor(Date.now() / 1000))
+            if (row.validBefore <= now) return yield* fail(row.id, "invalid_exact_evm_payload_authorization_valid_before")
+            yield* settle(row.id, toVerified(row), verifier.requirements({ amount: row.amount, resource: "recovery", description: row.purpose }))
+          }).pipe(
+            Effect.catchTag("SettlementError", (e) => Effect.logWarning(`payment ${row.id}: chain lookup failed, will retry: ${e.message}`)),
+            Effect.catchAllCause((cause) => Effect.logError(`payment ${row.id}: recovery failed; it stays held for the next pass`, cause))
+          ),
+        { concurrency: 4, discard: true }
+      )
+      return due.length
+    }).pipe(Effect.withSpan("Payments.recoverDue"))
+
+    return { registerPurpose, reserve, settle, complete, fail, load, recoverDue } as const
+  })
+}) {}
+
+/** Runs the recovery worker every few seconds for the life of the service. */
+export const PaymentsRecoveryLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const payments = yield* Payments
+    yield* payments.recoverDue.pipe(
+      Effect.catchAllCause((cause) => Effect.logError("payment recovery pass failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.seconds(5))),
+      Effect.forkScoped
+    )
+  })
+)

@@ -1,0 +1,177 @@
+// The Agent and Capability resources: request schemas with every limit of spec section 8, and the response shape.
+import { Schema } from "effect"
+import { AgentId, Wallet } from "./Ids.js"
+import { MAX_BASE_PRICE, MIN_BASE_PRICE, Usdc } from "./Money.js"
+
+const Json = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+const HttpUrl = Schema.String.pipe(
+  Schema.maxLength(2048),
+  Schema.filter(
+    (s) => {
+      try {
+        const url = new URL(s)
+        return (url.protocol === "http:" || url.protocol === "https:") && url.username === "" && url.password === ""
+      } catch {
+        return false
+      }
+    },
+    { message: () => "must be an absolute http(s) URL without credentials" }
+  )
+).annotations({ identifier: "HttpUrl" })
+
+export const Endpoints = Schema.Struct({
+  execution: HttpUrl,
+  health: Schema.optionalWith(HttpUrl, { exact: true })
+}).annotations({ identifier: "AgentEndpoints" })
+export type Endpoints = typeof Endpoints.Type
+
+export const PricingModel = Schema.Literal("per-request", "per-token", "per-minute", "dynamic")
+export const Currency = Schema.Literal("USDC", "USDT", "DAI")
+
+export const Pricing = Schema.Struct({
+  model: PricingModel,
+  basePrice: Usdc.pipe(
+    Schema.filter((micros) => micros >= MIN_BASE_PRICE && micros <= MAX_BASE_PRICE, {
+      message: () => "basePrice must be between 0.0001 and 10000"
+    })
+  ),
+  currency: Currency
+}).annotations({ identifier: "Pricing" })
+
+export const Example = Schema.Struct({
+  name: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(200)), { exact: true }),
+  input: Json,
+  output: Schema.optionalWith(Json, { exact: true }),
+  description: Schema.optionalWith(Schema.String.pipe(Schema.maxLength(1000)), { exact: true })
+}).annotations({ identifier: "CapabilityExample" })
+
+export const CapabilityIdString = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/, {
+    message: () => "capability id: 1-100 characters of letters, digits, '.', '_', ':' or '-'"
+  })
+)
+
+export const Capability = Schema.Struct({
+  id: CapabilityIdString,
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  description: Schema.String.pipe(Schema.maxLength(2000)),
+  inputSchema: Schema.optionalWith(Json, { exact: true }),
+  outputSchema: Schema.optionalWith(Json, { exact: true }),
+  examples: Schema.optionalWith(Schema.Array(Example).pipe(Schema.maxItems(20)), { exact: true }),
+  pricing: Pricing
+}).annotations({ identifier: "Capability" })
+export type Capability = typeof Capability.Type
+
+const uniqueIds = (caps: ReadonlyArray<{ readonly id: string }>) => new Set(caps.map((c) => c.id)).size === caps.length
+
+export const Capabilities = Schema.Array(Capability).pipe(
+  Schema.minItems(1),
+  Schema.maxItems(50),
+  Schema.filter((caps) => uniqueIds(caps) || "capability ids must be unique within the agent")
+)
+
+export const Tag = Schema.Trim.pipe(Schema.compose(Schema.Lowercase), Schema.compose(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(50))))
+export const Tags = Schema.Array(Tag).pipe(Schema.maxItems(10))
+
+export const Name = Schema.String.pipe(Schema.minLength(3), Schema.maxLength(100))
+export const Description = Schema.String.pipe(Schema.maxLength(1000))
+export const Metadata = Json.pipe(
+  Schema.filter((m) => JSON.stringify(m).length <= 16_384 || "metadata must serialise to at most 16384 characters")
+)
+
+export const ChainSettings = Schema.Struct({
+  chain_enabled: Schema.optionalWith(Schema.Boolean, { exact: true }),
+  chain_max_depth: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, 5)), { exact: true }),
+  chain_allowed_callers: Schema.optionalWith(Schema.Array(AgentId).pipe(Schema.maxItems(100)), { exact: true }),
+  chain_blocked_callers: Schema.optionalWith(Schema.Array(AgentId).pipe(Schema.maxItems(100)), { exact: true })
+}).annotations({ identifier: "ChainSettings" })
+
+export const RegisterAgentRequest = Schema.Struct({
+  wallet: Wallet,
+  name: Name,
+  description: Schema.optionalWith(Description, { exact: true }),
+  tags: Schema.optionalWith(Tags, { exact: true }),
+  capabilities: Capabilities,
+  endpoints: Endpoints,
+  metadata: Schema.optionalWith(Metadata, { exact: true })
+}).annotations({ identifier: "RegisterAgentRequest", parseOptions: { errors: "all" } })
+export type RegisterAgentRequest = typeof RegisterAgentRequest.Type
+
+export const UpdateAgentRequest = Schema.Struct({
+  name: Schema.optionalWith(Name, { exact: true }),
+  description: Schema.optionalWith(Description, { exact: true }),
+  tags: Schema.optionalWith(Tags, { exact: true }),
+  capabilities: Schema.optionalWith(Capabilities, { exact: true }),
+  endpoints: Schema.optionalWith(Endpoints, { exact: true }),
+  metadata: Schema.optionalWith(Metadata, { exact: true }),
+  chainSettings: Schema.optionalWith(ChainSettings, { exact: true }),
+  /** Owner pause/resume; 'suspended' is the platform's to set. */
+  status: Schema.optionalWith(Schema.Literal("active", "inactive"), { exact: true })
+}).annotations({ identifier: "UpdateAgentRequest", parseOptions: { errors: "all" } })
+export type UpdateAgentRequest = typeof UpdateAgentRequest.Type
+
+export const AgentStatus = Schema.Literal("active", "inactive", "suspended")
+export const CircuitState = Schema.Literal("closed", "open", "half-open")
+export const TrustTier = Schema.Literal("new", "trusted", "premium")
+export type TrustTier = typeof TrustTier.Type
+
+export const AgentResource = Schema.Struct({
+  id: AgentId,
+  wallet: Schema.String,
+  name: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  tags: Schema.Array(Schema.String),
+  capabilities: Schema.Array(Capability),
+  endpoints: Endpoints,
+  metadata: Schema.NullOr(Json),
+  status: AgentStatus,
+  reputation_score: Schema.Number,
+  health_score: Schema.Number,
+  health_updated_at: Schema.String,
+  circuitState: CircuitState,
+  trustTier: TrustTier,
+  settlementType: Schema.Literal("instant", "delayed"),
+  settlementDelay: Schema.NullOr(Schema.String),
+  chain_enabled: Schema.Boolean,
+  chainSettings: Schema.Struct({
+    chain_enabled: Schema.Boolean,
+    chain_max_depth: Schema.Number,
+    chain_allowed_callers: Schema.Array(Schema.String),
+    chain_blocked_callers: Schema.Array(Schema.String)
+  }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+}).annotations({ identifier: "Agent" })
+export type AgentResource = typeof AgentResource.Type
+
+/** An agent as stored (jsonb columns decoded; capability prices as micro-USDC). */
+export const AgentRecord = Schema.Struct({
+  id: AgentId,
+  wallet: Schema.String,
+  name: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  tags: Schema.Array(Schema.String),
+  capabilities: Schema.Array(Capability),
+  endpoints: Endpoints,
+  metadata: Schema.NullOr(Json),
+  chainSettings: Schema.Struct({
+    chain_enabled: Schema.Boolean,
+    chain_max_depth: Schema.Number,
+    chain_allowed_callers: Schema.Array(Schema.String),
+    chain_blocked_callers: Schema.Array(Schema.String)
+  }),
+  status: Schema.Literal("pending", "active", "inactive", "suspended"),
+  statusReason: Schema.NullOr(Schema.String),
+  reputationScore: Schema.Number,
+  healthScore: Schema.Number,
+  healthUpdatedAt: Schema.DateFromSelf,
+  circuitState: CircuitState,
+  trustTier: TrustTier,
+  trustTierOverride: Schema.NullOr(TrustTier),
+  completedExecutions: Schema.BigInt,
+  registrationTxHash: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+export type AgentRecord = typeof AgentRecord.Type

@@ -1,0 +1,202 @@
+// Every error code the API can answer with: its HTTP status, its meaning, and the envelope it travels in.
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+
+/**
+ * The single registry of error codes. `docs/errors.md` is written from this table
+ * (see test/errors.test.ts, which fails when the two drift apart).
+ */
+export const ErrorCodes = {
+  VALIDATION_ERROR: { status: 400, meaning: "The body, path or query failed validation; details.issues lists each failing field path." },
+  INVALID_JSON: { status: 400, meaning: "The request body is not valid JSON." },
+  AUTH_REQUIRED: { status: 401, meaning: "X-Agent-Wallet and X-Agent-Signature headers are required." },
+  AUTH_MALFORMED: { status: 401, meaning: "The signature header is not `service-auth:{agentId}:{timestampMs}:sig:{0x signature}` or the wallet header is not an address." },
+  AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old." },
+  AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
+  AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
+  OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
+  PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay." },
+  AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
+  AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
+  AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
+  NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
+  AGENT_NOT_FOUND: { status: 404, meaning: "The agent does not exist or is not active." },
+  CAPABILITY_NOT_FOUND: { status: 404, meaning: "The capability id is not on the agent." },
+  EXECUTION_NOT_FOUND: { status: 404, meaning: "No execution with this request id." },
+  TRANSACTION_NOT_FOUND: { status: 404, meaning: "No transaction with this id." },
+  WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
+  IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
+  PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
+  RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
+  INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
+  EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
+  SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
+  AGENT_UNAVAILABLE: { status: 503, meaning: "The agent's circuit breaker is open; nothing was charged. Retry-After says when it will be tried again." },
+  SERVICE_UNAVAILABLE: { status: 503, meaning: "A dependency (database or chain) is not reachable right now; nothing was charged." },
+  EXECUTION_TIMEOUT: { status: 504, meaning: "The agent did not answer within the execution timeout; the payment is held for a retry." }
+} as const satisfies Record<string, { readonly status: number; readonly meaning: string }>
+
+export type ErrorCode = keyof typeof ErrorCodes
+
+/** Free-form error details (field paths, reasons, amounts as decimal strings). */
+export const Details = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export type Details = typeof Details.Type
+
+type Fields<C extends ErrorCode> = {
+  readonly code: Schema.Literal<[C, ...Array<C>]>
+  readonly message: typeof Schema.String
+  readonly details: Schema.optionalWith<typeof Details, { exact: true }>
+}
+const fields = <C extends ErrorCode>(...codes: [C, ...Array<C>]): Fields<C> => ({
+  code: Schema.Literal(...codes),
+  message: Schema.String,
+  details: Schema.optionalWith(Details, { exact: true })
+})
+
+/**
+ * Puts a tagged error class on the wire as the spec's envelope
+ * `{success:false, error:{code, message, details}}` with its HTTP status.
+ */
+const envelope = <Tag extends string, C extends ErrorCode, A>(
+  self: Schema.Schema<A, { readonly _tag: Tag; readonly code: C; readonly message: string; readonly details?: Details }>,
+  tag: Tag,
+  code: Schema.Schema<C>,
+  status: number
+) =>
+  Schema.transform(
+    Schema.Struct({
+      success: Schema.Literal(false),
+      error: Schema.Struct({ code, message: Schema.String, details: Schema.optionalWith(Details, { exact: true }) })
+    }),
+    self,
+    {
+      strict: true,
+      decode: ({ error }) => ({ _tag: tag, ...error }),
+      encode: ({ _tag, ...error }) => ({ success: false as const, error })
+    }
+  ).annotations(HttpApiSchema.annotations({ status }))
+
+export class BadRequest extends Schema.TaggedError<BadRequest>()(
+  "BadRequest",
+  fields("VALIDATION_ERROR", "INVALID_JSON")
+) {}
+export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.fields.code, 400)
+
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
+  "Unauthorized",
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "OPERATOR_AUTH_REQUIRED")
+) {}
+export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
+
+export class Forbidden extends Schema.TaggedError<Forbidden>()(
+  "Forbidden",
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED")
+) {}
+export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
+
+export class NotFound extends Schema.TaggedError<NotFound>()(
+  "NotFound",
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND")
+) {}
+export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
+
+export class Conflict extends Schema.TaggedError<Conflict>()(
+  "Conflict",
+  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT")
+) {}
+export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields("PAYLOAD_TOO_LARGE")) {}
+export const PayloadTooLargeResponse = envelope(PayloadTooLarge, "PayloadTooLarge", PayloadTooLarge.fields.code, 413)
+
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
+  "UnsupportedMediaType",
+  fields("UNSUPPORTED_MEDIA_TYPE")
+) {}
+export const UnsupportedMediaTypeResponse = envelope(UnsupportedMediaType, "UnsupportedMediaType", UnsupportedMediaType.fields.code, 415)
+
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields("INTERNAL_ERROR")) {}
+export const InternalErrorResponse = envelope(InternalError, "InternalError", InternalError.fields.code, 500)
+
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED")) {}
+export const RateLimitedResponse = envelope(RateLimited, "RateLimited", RateLimited.fields.code, 429)
+
+export class Unavailable extends Schema.TaggedError<Unavailable>()(
+  "Unavailable",
+  fields("AGENT_UNAVAILABLE", "SERVICE_UNAVAILABLE")
+) {}
+export const UnavailableResponse = envelope(Unavailable, "Unavailable", Unavailable.fields.code, 503)
+
+export class BadGateway extends Schema.TaggedError<BadGateway>()(
+  "BadGateway",
+  fields("EXECUTION_FAILED", "SETTLEMENT_FAILED")
+) {}
+export const BadGatewayResponse = envelope(BadGateway, "BadGateway", BadGateway.fields.code, 502)
+
+export class GatewayTimeout extends Schema.TaggedError<GatewayTimeout>()(
+  "GatewayTimeout",
+  fields("EXECUTION_TIMEOUT")
+) {}
+export const GatewayTimeoutResponse = envelope(GatewayTimeout, "GatewayTimeout", GatewayTimeout.fields.code, 504)
+
+/** The x402 v1 `accepts[]` entry (what to pay, to whom, on which network). */
+export const PaymentRequirements = Schema.Struct({
+  scheme: Schema.Literal("exact"),
+  network: Schema.String,
+  maxAmountRequired: Schema.String,
+  resource: Schema.String,
+  description: Schema.String,
+  mimeType: Schema.String,
+  payTo: Schema.String,
+  maxTimeoutSeconds: Schema.Number,
+  asset: Schema.String,
+  extra: Schema.Struct({ name: Schema.String, version: Schema.String })
+}).annotations({ identifier: "PaymentRequirements" })
+export type PaymentRequirements = typeof PaymentRequirements.Type
+
+/**
+ * 402: payment missing or refused. On the wire it is at once an x402 v1 challenge
+ * (`x402Version`, `accepts`) and our envelope (`success:false`, `error:{code:"PAYMENT_REQUIRED", ...}`).
+ * x402 v1 clients read only `x402Version` and `accepts`, so the envelope owns `error`.
+ */
+export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("PaymentRequired", {
+  message: Schema.String,
+  details: Details,
+  accepts: Schema.Array(PaymentRequirements)
+}) {}
+export const PaymentRequiredResponse = Schema.transform(
+  Schema.Struct({
+    x402Version: Schema.Literal(1),
+    success: Schema.Literal(false),
+    error: Schema.Struct({ code: Schema.Literal("PAYMENT_REQUIRED"), message: Schema.String, details: Details }),
+    accepts: Schema.Array(PaymentRequirements)
+  }),
+  PaymentRequired,
+  {
+    strict: true,
+    decode: ({ accepts, error }) => ({ _tag: "PaymentRequired" as const, message: error.message, details: error.details, accepts }),
+    encode: ({ accepts, details, message }) => ({
+      x402Version: 1 as const,
+      success: false as const,
+      error: { code: "PAYMENT_REQUIRED" as const, message, details },
+      accepts
+    })
+  }
+).annotations(HttpApiSchema.annotations({ status: 402 }))
+
+/** The error classes (with their wire schemas), for the registry test and the API-wide error list. */
+export const ErrorClasses = [
+  [BadRequest, BadRequestResponse],
+  [Unauthorized, UnauthorizedResponse],
+  [Forbidden, ForbiddenResponse],
+  [NotFound, NotFoundResponse],
+  [Conflict, ConflictResponse],
+  [PayloadTooLarge, PayloadTooLargeResponse],
+  [UnsupportedMediaType, UnsupportedMediaTypeResponse],
+  [InternalError, InternalErrorResponse],
+  [RateLimited, RateLimitedResponse],
+  [Unavailable, UnavailableResponse],
+  [BadGateway, BadGatewayResponse],
+  [GatewayTimeout, GatewayTimeoutResponse]
+] as const
