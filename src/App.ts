@@ -1,0 +1,71 @@
+// Layer composition: infrastructure, domain services, workers and the HTTP server, shared by main and the tests.
+import { HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+import { createServer } from "node:http"
+import { Chain, ChainLive } from "../layers/Chain.js"
+import { AppConfig } from "../layers/Config.js"
+import { PaymentVerifier } from "../layers/PaymentVerifier.js"
+import { DatabaseInfo, PgLive } from "../layers/Pg.js"
+import { UrlGuard } from "../layers/UrlGuard.js"
+import { AgentCache } from "../services/AgentCache.js"
+import { Agents } from "../services/Agents.js"
+import { JsonSchemas } from "../services/JsonSchemas.js"
+import { Ledger } from "../services/Ledger.js"
+import { Outbox } from "../services/Outbox.js"
+import { Payments, PaymentsRecoveryLive } from "../services/Payments.js"
+import { OperatorToken } from "./http/OperatorHttp.js"
+import { HttpLive } from "./http/Server.js"
+
+/** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
+export const OperatorTokenLive = Layer.effect(
+  OperatorToken,
+  Effect.map(AppConfig, (config) =>
+    Option.getOrElse(config.operatorToken, () => Redacted.make(`devnet-${randomBytes(18).toString("base64url")}`)))
+)
+
+/** Domain services and background workers on top of the database and the given chain layer. */
+export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
+  Layer.mergeAll(Agents.Default, PaymentsRecoveryLive, OperatorTokenLive).pipe(
+    Layer.provideMerge(Payments.Default),
+    Layer.provideMerge(
+      Layer.mergeAll(PaymentVerifier.Default, UrlGuard.Default, JsonSchemas.Default, Ledger.Default, Outbox.Default, AgentCache.Default)
+    ),
+    Layer.provideMerge(Layer.mergeAll(PgLive, chain))
+  )
+
+const NodeServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, ({ host, port }) => NodeHttpServer.layer(createServer, { port, host }))
+)
+
+/** Prints where everything is once the server listens. */
+const BannerLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const config = yield* AppConfig
+    const chain = yield* Chain
+    const db = yield* DatabaseInfo
+    const token = yield* OperatorToken
+    const address = yield* HttpServer.addressFormattedWith((url) => Effect.succeed(url))
+    const lines = [
+      `agent marketplace listening on ${address}`,
+      `  mode:            ${chain.mode}`,
+      `  database:        ${db.mode}${db.mode === "embedded" ? ` (data in ${config.dataDir})` : ""}`,
+      `  chain RPC:       ${chain.rpcUrl} (chain id ${chain.chainId}, x402 network "${chain.network}")`,
+      `  USDC:            ${chain.usdc.address}`,
+      `  treasury:        ${chain.treasury}`,
+      `  docs:            ${address}/docs  (OpenAPI: ${address}/openapi.json)`,
+      ...(chain.mode === "devnet" && Option.isNone(config.operatorToken) ? [`  operator token:  ${Redacted.value(token)}`] : [])
+    ]
+    yield* Effect.sync(() => console.log(lines.join("\n")))
+  })
+)
+
+/** The whole service for a given chain layer (ChainLive in production, an attached devnet in tests). */
+export const makeAppLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>, options: { readonly banner: boolean } = { banner: true }) =>
+  (options.banner ? Layer.merge(HttpLive, BannerLive) : HttpLive).pipe(
+    Layer.provide(NodeServerLive),
+    Layer.provideMerge(makeServicesLive(chain))
+  )
+
+export const AppLive = makeAppLive(ChainLive)

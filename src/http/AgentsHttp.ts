@@ -1,0 +1,29 @@
+// Handlers of /api/v1/agents: decode, call the Agents service, encode.
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { AppConfig } from "../../layers/Config.js"
+import { Agents, toResource } from "../../services/Agents.js"
+import { Api } from "./Api.js"
+import { respond } from "./Envelope.js"
+import { paymentResponseHeader, setResponseHeaders } from "./PaymentHeaders.js"
+
+export const AgentsHttpLive = HttpApiBuilder.group(Api, "agents", (handlers) =>
+  Effect.gen(function* () {
+    const agents = yield* Agents
+    const { publicBaseUrl } = yield* AppConfig
+    const resource = `${publicBaseUrl}/api/v1/agents`
+    return handlers
+      .handle("register", ({ headers, payload }) =>
+        Effect.gen(function* () {
+          const result = yield* agents.register(payload, headers["x-payment"], resource)
+          yield* setResponseHeaders({ "X-PAYMENT-RESPONSE": paymentResponseHeader(result.payment) })
+          const { payment: _, ...data } = result
+          return respond(data)
+        }))
+      .handle("checkWallet", ({ path }) => Effect.map(agents.checkWallet(path.wallet), respond))
+      .handle("get", ({ path }) =>
+        Effect.map(agents.get(path.id), ({ agent, meta }) => ({ success: true as const, data: toResource(agent), meta })))
+      .handle("update", ({ headers, path, payload }) =>
+        Effect.map(agents.update(path.id, headers, payload), (agent) => respond(toResource(agent))))
+      .handle("deactivate", ({ headers, path }) => Effect.map(agents.deactivate(path.id, headers), respond))
+  }))

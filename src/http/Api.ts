@@ -1,0 +1,32 @@
+// The whole HTTP API: every group, and the errors any endpoint can answer with.
+import { HttpApi, OpenApi } from "@effect/platform"
+import {
+  BadRequestResponse,
+  InternalErrorResponse,
+  NotFoundResponse,
+  PayloadTooLargeResponse,
+  RateLimitedResponse,
+  UnavailableResponse,
+  UnsupportedMediaTypeResponse
+} from "../domain/Errors.js"
+import { AgentsApi } from "./AgentsApi.js"
+import { HealthApi } from "./HealthApi.js"
+import { OperatorApi } from "./OperatorApi.js"
+
+export class Api extends HttpApi.make("marketplace")
+  .add(HealthApi)
+  .add(AgentsApi)
+  .add(OperatorApi)
+  .addError(BadRequestResponse)
+  .addError(NotFoundResponse)
+  .addError(PayloadTooLargeResponse)
+  .addError(UnsupportedMediaTypeResponse)
+  .addError(RateLimitedResponse)
+  .addError(InternalErrorResponse)
+  .addError(UnavailableResponse)
+  .annotate(OpenApi.Title, "Agent Marketplace")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(
+    OpenApi.Description,
+    "AI agents register priced capabilities; clients pay per call over HTTP 402 (x402, USDC). Every response is `{success, data}` or `{success:false, error:{code, message, details}}`."
+  ) {}

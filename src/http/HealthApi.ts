@@ -1,0 +1,22 @@
+// GET /health: ready only when the database, its migrations and the chain answer.
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { UnavailableResponse } from "../domain/Errors.js"
+import { ok } from "./Envelope.js"
+
+export const Health = Schema.Struct({
+  status: Schema.Literal("ok"),
+  mode: Schema.Literal("devnet", "rpc"),
+  database: Schema.Literal("embedded", "external"),
+  chain: Schema.Struct({ chainId: Schema.Number, network: Schema.String, blockNumber: Schema.String, usdc: Schema.String, treasury: Schema.String }),
+  settlement: Schema.Literal("local", "facilitator"),
+  uptimeSeconds: Schema.Number
+}).annotations({ identifier: "Health" })
+
+export class HealthApi extends HttpApiGroup.make("health")
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(ok(Health))
+      .addError(UnavailableResponse)
+      .annotate(OpenApi.Summary, "Readiness: database, migrations and chain")
+  ) {}

@@ -1,0 +1,41 @@
+// Handlers of /api/v1/operator and the bearer-token check guarding them.
+import { HttpApiBuilder } from "@effect/platform"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { timingSafeEqual } from "node:crypto"
+import { Agents, toResource } from "../../services/Agents.js"
+import { Unauthorized } from "../domain/Errors.js"
+import { Api } from "./Api.js"
+import { respond } from "./Envelope.js"
+import { OperatorAuth } from "./OperatorApi.js"
+
+/** The operator bearer token in force (configured, or generated at start in devnet). */
+export class OperatorToken extends Context.Tag("OperatorToken")<OperatorToken, Redacted.Redacted<string>>() {}
+
+const sameSecret = (a: string, b: string) => {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+export const OperatorAuthLive = Layer.effect(
+  OperatorAuth,
+  Effect.map(OperatorToken, (token) =>
+    OperatorAuth.of({
+      bearer: (credential) =>
+        sameSecret(Redacted.value(credential), Redacted.value(token))
+          ? Effect.void
+          : Effect.fail(
+            new Unauthorized({ code: "OPERATOR_AUTH_REQUIRED", message: "operator endpoints need Authorization: Bearer <OPERATOR_TOKEN>" })
+          )
+    }))
+)
+
+export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers) =>
+  Effect.gen(function* () {
+    const agents = yield* Agents
+    return handlers
+      .handle("setAgentStatus", ({ path, payload }) =>
+        Effect.map(agents.setStatus(path.id, payload.status, payload.reason), (agent) => respond(toResource(agent))))
+      .handle("setTrustTier", ({ path, payload }) =>
+        Effect.map(agents.setTrustTier(path.id, payload.tier), (agent) => respond(toResource(agent))))
+  })).pipe(Layer.provide(OperatorAuthLive))

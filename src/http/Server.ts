@@ -1,0 +1,135 @@
+// The HTTP server: the API with its handlers, error shaping into the envelope, body limits, CORS, OpenAPI and /docs.
+import {
+  HttpApiBuilder,
+  HttpApiError,
+  HttpApiSchema,
+  HttpApiSwagger,
+  HttpIncomingMessage,
+  HttpMiddleware,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { Cause, Effect, Layer, Option, Schema } from "effect"
+import { AppConfig } from "../../layers/Config.js"
+import {
+  BadRequest,
+  ErrorClasses,
+  InternalError,
+  NotFound,
+  PayloadTooLarge,
+  PaymentRequired,
+  PaymentRequiredResponse,
+  UnsupportedMediaType
+} from "../domain/Errors.js"
+import { Api } from "./Api.js"
+import { AgentsHttpLive } from "./AgentsHttp.js"
+import { HealthHttpLive } from "./HealthHttp.js"
+import { OperatorHttpLive } from "./OperatorHttp.js"
+
+/** Declared errors, by class: encoded here into the envelope with their status. */
+const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerResponse.HttpServerResponse>>(
+  [...ErrorClasses, [PaymentRequired, PaymentRequiredResponse] as const].map(([cls, wire]) => {
+    const schema: Schema.Schema.AnyNoContext = wire
+    const encode = Schema.encodeUnknown(schema)
+    const status = HttpApiSchema.getStatusError(schema)
+    return [cls, (error: unknown) => Effect.orDie(Effect.map(encode(error), (body) => HttpServerResponse.unsafeJson(body, { status })))]
+  })
+)
+const encoderFor = (error: unknown) =>
+  typeof error === "object" && error !== null ? encoders.get(error.constructor) : undefined
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i
+
+const encoded = (error: BadRequest | NotFound | PayloadTooLarge | InternalError) =>
+  encoderFor(error)?.(error) ?? Effect.die(error)
+
+/** Maps what the framework raises on bad input to our envelope; anything unexpected becomes a logged 500 without internals. */
+const shapeFailure = (cause: Cause.Cause<unknown>) => {
+  const failure = Cause.failureOption(cause)
+  const error = Option.isSome(failure) ? failure.value : Option.getOrUndefined(Cause.dieOption(cause))
+  if (error === undefined) return Effect.interrupt // the client went away
+  const encode = encoderFor(error)
+  if (encode !== undefined) return encode(error)
+  if (error instanceof HttpApiError.HttpApiDecodeError) {
+    return encoded(
+      new BadRequest({
+        code: "VALIDATION_ERROR",
+        message: "the request failed validation",
+        details: { issues: error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message })) }
+      })
+    )
+  }
+  if (HttpServerError.isServerError(error)) {
+    if (error._tag === "RouteNotFound") {
+      return encoded(new NotFound({ code: "NOT_FOUND", message: `no route for ${error.request.method} ${error.request.url}` }))
+    }
+    if (error._tag === "RequestError") {
+      const tooLarge = error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+      return encoded(
+        tooLarge
+          ? new PayloadTooLarge({ code: "PAYLOAD_TOO_LARGE", message: "the request body is too large" })
+          : new BadRequest({ code: "INVALID_JSON", message: "the request body is not valid JSON" })
+      )
+    }
+  }
+  return Effect.logError("unhandled failure", cause).pipe(
+    Effect.zipRight(encoded(new InternalError({ code: "INTERNAL_ERROR", message: "internal error; nothing was charged that was not delivered" })))
+  )
+}
+
+const envelopeMiddleware = HttpApiBuilder.middleware(
+  Api,
+  Effect.map(AppConfig, ({ maxBodyBytes }) => (app) =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (request.method === "POST" || request.method === "PATCH" || request.method === "PUT") {
+        const length = request.headers["content-length"]
+        if (length !== undefined && Number(length) > maxBodyBytes) {
+          return yield* new PayloadTooLarge({
+            code: "PAYLOAD_TOO_LARGE",
+            message: `request bodies are limited to ${maxBodyBytes} bytes`,
+            details: { limitBytes: maxBodyBytes }
+          })
+        }
+        const hasBody = request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0")
+        const type = request.headers["content-type"]
+        if (hasBody && (type === undefined || !JSON_TYPE.test(type))) {
+          return yield* new UnsupportedMediaType({
+            code: "UNSUPPORTED_MEDIA_TYPE",
+            message: "request bodies must be application/json",
+            details: { contentType: type ?? null }
+          })
+        }
+      }
+      return yield* app
+    }).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(maxBodyBytes)), Effect.catchAllCause(shapeFailure)))
+)
+
+const cors = HttpApiBuilder.middlewareCors({
+  allowedHeaders: [
+    "content-type",
+    "authorization",
+    "x-payment",
+    "x-agent-wallet",
+    "x-agent-signature",
+    "x-client-id",
+    "x-chain-token",
+    "access-control-expose-headers"
+  ],
+  exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
+})
+
+/** The API with every handler; needs the domain services. */
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide([HealthHttpLive, AgentsHttpLive, OperatorHttpLive])
+)
+
+/** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */
+export const HttpLive = HttpApiBuilder.serve(HttpMiddleware.xForwardedHeaders).pipe(
+  Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(envelopeMiddleware),
+  Layer.provide(cors),
+  Layer.provide(ApiLive)
+)
