@@ -1,0 +1,95 @@
+// Test harness: a fresh database per test file (cloned from the migrated template) and a real server on a free port, attached to the run's devnet.
+import { SqlClient } from "@effect/sql"
+import { ConfigProvider, Context, Effect, Layer, Option } from "effect"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import { inject } from "vitest"
+import { Chain, type ChainShape, connectChain } from "../../layers/Chain.js"
+import { ConfigLive } from "../../layers/Config.js"
+import { DEV_PRIVATE_KEYS } from "../../layers/devnet/anvil.js"
+import { freePort } from "../../layers/embeddedPostgres.js"
+import { makeAppLive } from "../../src/App.js"
+
+export const OPERATOR_TOKEN = "test-operator-token-0123456789"
+
+export interface TestEnvShape {
+  readonly baseUrl: string
+  readonly databaseUrl: string
+  readonly chain: ChainShape
+  readonly sql: SqlClient.SqlClient
+}
+export class TestEnv extends Context.Tag("test/TestEnv")<TestEnv, TestEnvShape>() {}
+
+const adminQuery = async (text: string) => {
+  const client = new pg.Client(inject("pgAdminUrl"))
+  await client.connect()
+  try {
+    await client.query(text)
+  } finally {
+    await client.end()
+  }
+}
+
+/** A new database cloned from the migrated template, dropped when the scope closes. */
+export const freshDatabase = Effect.acquireRelease(
+  Effect.promise(async () => {
+    const name = `test_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`
+    await adminQuery(`CREATE DATABASE ${name} TEMPLATE ${inject("pgTemplate")}`)
+    return { name, url: inject("pgAdminUrl").replace(/\/postgres$/, `/${name}`) }
+  }),
+  ({ name }) => Effect.promise(() => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+)
+
+/** The run's devnet, with dev account 0 as treasury and settlement signer. */
+export const AttachedDevnet = Layer.effect(
+  Chain,
+  connectChain({
+    mode: "devnet",
+    rpcUrl: inject("rpcUrl"),
+    usdcAddress: inject("usdcAddress"),
+    signerKey: Option.fromNullable(DEV_PRIVATE_KEYS[0]),
+    treasuryAddress: Option.none()
+  })
+)
+
+/** The whole service on a real HTTP port, with a fresh database; `settings` override environment variables. */
+export const TestApp = (settings: Record<string, string> = {}) =>
+  Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const db = yield* freshDatabase
+      const port = yield* Effect.promise(freePort)
+      const dataDir = yield* Effect.acquireRelease(
+        Effect.promise(() => mkdtemp(join(tmpdir(), "marketplace-data-"))),
+        (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+      )
+      const provider = ConfigProvider.fromMap(
+        new Map(Object.entries({
+          DATABASE_URL: db.url,
+          PORT: String(port),
+          HOST: "127.0.0.1",
+          DATA_DIR: dataDir,
+          OPERATOR_TOKEN,
+          DATABASE_POOL_SIZE: "10",
+          ...settings
+        }))
+      )
+      const env = Layer.effect(
+        TestEnv,
+        Effect.gen(function* () {
+          return {
+            baseUrl: `http://127.0.0.1:${port}`,
+            databaseUrl: db.url,
+            chain: yield* Chain,
+            sql: yield* SqlClient.SqlClient
+          }
+        })
+      )
+      return env.pipe(
+        Layer.provideMerge(makeAppLive(AttachedDevnet, { banner: false })),
+        Layer.provide(ConfigLive),
+        Layer.provide(Layer.setConfigProvider(provider))
+      )
+    })
+  )
