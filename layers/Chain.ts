@@ -9,12 +9,13 @@ import {
   defineChain,
   getAddress,
   http,
-  nonceManager,
+  createNonceManager,
   type PublicClient,
   type Transport,
   type WalletClient
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
+import { jsonRpc } from "viem/nonce"
 import { AppConfig } from "./Config.js"
 import { DEV_PRIVATE_KEYS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
@@ -98,7 +99,8 @@ export const connectChain = (options: {
     })
     const signer = Option.map(options.signerKey, (key) => {
       // The nonce manager hands out signer nonces locally, so concurrent settlements do not collide.
-      const account = privateKeyToAccount(key, { nonceManager })
+      // One per connection: viem's shared manager would remember nonces of a previous chain in this process.
+      const account = privateKeyToAccount(key, { nonceManager: createNonceManager({ source: jsonRpc() }) })
       const walletClient = createWalletClient({ account, chain, transport, pollingInterval })
       return { account, walletClient }
     })
