@@ -14,6 +14,7 @@ import {
 } from "../src/domain/Agent.js"
 import { BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, Unavailable } from "../src/domain/Errors.js"
 import { type AgentId, newAgentId } from "../src/domain/Ids.js"
+import { unstorableStrings } from "../src/domain/Json.js"
 import { formatUsdc, REGISTRATION_FEE } from "../src/domain/Money.js"
 import { earnedTier, settlementPolicy } from "../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
@@ -102,13 +103,14 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       readonly endpoints?: Endpoints | undefined
     }) =>
       Effect.gen(function* () {
-        const issues: Array<SchemaIssue> = []
+        const issues: Array<SchemaIssue> = unstorableStrings(input, "")
+        if (issues.length > 0) return yield* validationError(issues)
         input.capabilities?.forEach((capability, i) => {
           for (const key of ["inputSchema", "outputSchema"] as const) {
             const schema = capability[key]
             if (schema === undefined) continue
-            for (const issue of schemas.checkSchema(schema)) {
-              issues.push({ path: `capabilities.${i}.${key}${issue.path}`, message: `not a valid JSON Schema: ${issue.message}` })
+            for (const issue of schemas.checkSchema(schema, `capabilities.${i}.${key}`)) {
+              issues.push({ path: issue.path, message: `not a valid JSON Schema: ${issue.message}` })
             }
           }
         })
@@ -250,9 +252,9 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       }).pipe(Effect.withSpan("Agents.get"))
 
     /** Loads the agent for its owner, proving the wallet signature; suspended agents are frozen for owners. */
-    const authorizeOwner = (id: AgentId, auth: WalletAuthHeaders) =>
+    const authorizeOwner = (id: AgentId, auth: WalletAuthHeaders, lock = true) =>
       Effect.gen(function* () {
-        const record = yield* loadRecord(id, true)
+        const record = yield* loadRecord(id, lock)
         if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
         yield* verifyWalletSignature(record.value, auth)
         if (record.value.status === "suspended") {
@@ -267,6 +269,8 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
 
     const update = (id: AgentId, auth: WalletAuthHeaders, patch: UpdateAgentRequest) =>
       Effect.gen(function* () {
+        // Authenticate first: strangers must not make us resolve hostnames of their choice.
+        yield* authorizeOwner(id, auth, false)
         yield* validateSemantics(patch)
         const updated = yield* sql.withTransaction(
           Effect.gen(function* () {

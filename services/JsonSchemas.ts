@@ -2,6 +2,7 @@
 import { Effect } from "effect"
 import { createRequire } from "node:module"
 import type { ErrorObject, ValidateFunction } from "ajv"
+import { pointerToPath } from "../src/domain/Json.js"
 
 const require = createRequire(import.meta.url)
 // ajv ships CommonJS; its ESM typings expose the class as the default export's `default`.
@@ -14,8 +15,8 @@ export interface SchemaIssue {
 }
 
 const formatErrors = (errors: ReadonlyArray<ErrorObject> | null | undefined, prefix: string): Array<SchemaIssue> =>
-  (errors ?? []).map((e) => ({
-    path: `${prefix}${e.instancePath || ""}` || "/",
+  (errors ?? []).slice(0, 20).map((e) => ({
+    path: pointerToPath(prefix, e.instancePath),
     message: `${e.message ?? "is invalid"}${e.params && "allowedValues" in e.params ? ` (${String(e.params.allowedValues)})` : ""}`
   }))
 
@@ -29,16 +30,17 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
     const cache = new Map<string, ValidateFunction>()
 
     /** Issues that make `schema` unusable as a JSON Schema (meta-schema violations, unresolvable references). */
-    const checkSchema = (schema: unknown): Array<SchemaIssue> => {
+    const checkSchema = (schema: unknown, prefix: string): Array<SchemaIssue> => {
       if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
-        return [{ path: "", message: "must be a JSON Schema object" }]
+        return [{ path: prefix, message: "must be a JSON Schema object" }]
       }
       try {
-        if (!ajv.validateSchema(schema)) return formatErrors(ajv.errors, "")
+        if (!ajv.validateSchema(schema)) return formatErrors(ajv.errors, prefix)
         validatorFor(schema)
         return []
       } catch (error) {
-        return [{ path: "", message: error instanceof Error ? error.message : String(error) }]
+        const message = error instanceof RangeError ? "is nested too deeply" : error instanceof Error ? error.message : String(error)
+        return [{ path: prefix, message: message.slice(0, 300) }]
       }
     }
 

@@ -74,10 +74,22 @@ export const Capabilities = Schema.Array(Capability).pipe(
 export const Tag = Schema.Trim.pipe(Schema.compose(Schema.Lowercase), Schema.compose(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(50))))
 export const Tags = Schema.Array(Tag).pipe(Schema.maxItems(10))
 
-export const Name = Schema.String.pipe(Schema.minLength(3), Schema.maxLength(100))
+/** Length in characters (code points), not UTF-16 units. */
+const characters = (min: number, max: number) => (s: string) => {
+  const n = [...s].length
+  return (n >= min && n <= max) || `must be ${min}-${max} characters long`
+}
+
+export const Name = Schema.String.pipe(Schema.maxLength(400), Schema.filter(characters(3, 100)))
 export const Description = Schema.String.pipe(Schema.maxLength(1000))
 export const Metadata = Json.pipe(
-  Schema.filter((m) => JSON.stringify(m).length <= 16_384 || "metadata must serialise to at most 16384 characters")
+  Schema.filter((m) => {
+    try {
+      return JSON.stringify(m).length <= 16_384 || "metadata must serialise to at most 16384 characters"
+    } catch {
+      return "metadata must be plain JSON"
+    }
+  })
 )
 
 export const ChainSettings = Schema.Struct({

@@ -26,6 +26,7 @@ export const ErrorCodes = {
   TRANSACTION_NOT_FOUND: { status: 404, meaning: "No transaction with this id." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
+  LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
   RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
@@ -106,6 +107,9 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
   fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT")
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
+
+export class LengthRequired extends Schema.TaggedError<LengthRequired>()("LengthRequired", fields("LENGTH_REQUIRED")) {}
+export const LengthRequiredResponse = envelope(LengthRequired, "LengthRequired", LengthRequired.fields.code, 411)
 
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields("PAYLOAD_TOO_LARGE")) {}
 export const PayloadTooLargeResponse = envelope(PayloadTooLarge, "PayloadTooLarge", PayloadTooLarge.fields.code, 413)
@@ -192,6 +196,7 @@ export const ErrorClasses = [
   [Forbidden, ForbiddenResponse],
   [NotFound, NotFoundResponse],
   [Conflict, ConflictResponse],
+  [LengthRequired, LengthRequiredResponse],
   [PayloadTooLarge, PayloadTooLargeResponse],
   [UnsupportedMediaType, UnsupportedMediaTypeResponse],
   [InternalError, InternalErrorResponse],

@@ -3,6 +3,7 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import {
   BadRequestResponse,
   InternalErrorResponse,
+  LengthRequiredResponse,
   NotFoundResponse,
   PayloadTooLargeResponse,
   RateLimitedResponse,
@@ -19,6 +20,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(OperatorApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
+  .addError(LengthRequiredResponse)
   .addError(PayloadTooLargeResponse)
   .addError(UnsupportedMediaTypeResponse)
   .addError(RateLimitedResponse)

@@ -16,12 +16,14 @@ import {
   BadRequest,
   ErrorClasses,
   InternalError,
+  LengthRequired,
   NotFound,
   PayloadTooLarge,
   PaymentRequired,
   PaymentRequiredResponse,
   UnsupportedMediaType
 } from "../domain/Errors.js"
+import { jsonNestingDepth, MAX_JSON_DEPTH } from "../domain/Json.js"
 import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
@@ -39,7 +41,11 @@ const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerRe
 const encoderFor = (error: unknown) =>
   typeof error === "object" && error !== null ? encoders.get(error.constructor) : undefined
 
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i
+/** Only `application/json` (with parameters): the framework parses nothing else as JSON. */
+const JSON_TYPE = /^\s*application\/json\s*(?:;|$)/i
+
+/** Framework messages quote the offending value; keep them short. */
+const clip = (message: string) => (message.length > 300 ? `${message.slice(0, 300)}…` : message)
 
 const encoded = (error: BadRequest | NotFound | PayloadTooLarge | InternalError) =>
   encoderFor(error)?.(error) ?? Effect.die(error)
@@ -56,7 +62,7 @@ const shapeFailure = (cause: Cause.Cause<unknown>) => {
       new BadRequest({
         code: "VALIDATION_ERROR",
         message: "the request failed validation",
-        details: { issues: error.issues.map((issue) => ({ path: issue.path.map(String).join("."), message: issue.message })) }
+        details: { issues: error.issues.slice(0, 50).map((issue) => ({ path: issue.path.map(String).join("."), message: clip(issue.message) })) }
       })
     )
   }
@@ -92,7 +98,11 @@ const envelopeMiddleware = HttpApiBuilder.middleware(
             details: { limitBytes: maxBodyBytes }
           })
         }
-        const hasBody = request.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0")
+        if (request.headers["transfer-encoding"] !== undefined && length === undefined) {
+          // A chunked body over the limit would be cut off with the socket before we could answer 413.
+          return yield* new LengthRequired({ code: "LENGTH_REQUIRED", message: "send request bodies with a Content-Length header" })
+        }
+        const hasBody = length !== undefined && length !== "0"
         const type = request.headers["content-type"]
         if (hasBody && (type === undefined || !JSON_TYPE.test(type))) {
           return yield* new UnsupportedMediaType({
@@ -100,6 +110,17 @@ const envelopeMiddleware = HttpApiBuilder.middleware(
             message: "request bodies must be application/json",
             details: { contentType: type ?? null }
           })
+        }
+        if (hasBody) {
+          // Read (and cache) the body once to refuse absurd nesting before any recursive decoding sees it.
+          const text = yield* request.text
+          if (jsonNestingDepth(text) > MAX_JSON_DEPTH) {
+            return yield* new BadRequest({
+              code: "VALIDATION_ERROR",
+              message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+              details: { issues: [{ path: "", message: `nested deeper than ${MAX_JSON_DEPTH} levels` }] }
+            })
+          }
         }
       }
       return yield* app
