@@ -23,7 +23,7 @@ for (const [address, prefix] of [
   ["240.0.0.0", 4]
 ] as const) blocked.addSubnet(address, prefix, "ipv4")
 for (const [address, prefix] of [
-  ["::", 128],
+  ["::", 96],
   ["::1", 128],
   ["64:ff9b::", 96],
   ["64:ff9b:1::", 48],
