@@ -1,6 +1,6 @@
 // Accepted payments: reservation (the once-only guard), settlement on chain, and the recovery worker that finishes what a crash interrupted.
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { Hex } from "viem"
 import type { PaymentRequirements } from "../src/domain/Errors.js"
 import { newPaymentId, type PaymentId } from "../src/domain/Ids.js"
@@ -11,7 +11,9 @@ import {
   SettlementError,
   type VerifiedPayment
 } from "../layers/PaymentVerifier.js"
+import { type SettlementEvent, settlementMachine } from "../machines/settlement.js"
 import type { LedgerInvariantError } from "./Ledger.js"
+import { Machines, type PersistedSnapshot, startMachine, stepMachine } from "./Machines.js"
 
 export const PaymentPurpose = Schema.Literal("registration", "execution")
 export type PaymentPurpose = typeof PaymentPurpose.Type
@@ -30,10 +32,11 @@ export const PaymentRow = Schema.Struct({
   validBefore: Schema.BigInt,
   signature: Schema.String,
   headerSha256: Schema.String,
-  status: Schema.Literal("reserved", "submitted", "settled", "failed"),
+  status: Schema.Literal("reserved", "retrying", "settled", "failed"),
   txHash: Schema.NullOr(Schema.String),
   failureReason: Schema.NullOr(Schema.String),
-  attempts: Schema.Number
+  attempts: Schema.Number,
+  machineSnapshot: Schema.NullOr(Schema.Unknown)
 })
 export type PaymentRow = typeof PaymentRow.Type
 
@@ -81,10 +84,16 @@ const toVerified = (row: PaymentRow): VerifiedPayment => ({
   }
 })
 
+const persistedOf = (row: PaymentRow): PersistedSnapshot =>
+  row.machineSnapshot !== null && typeof row.machineSnapshot === "object" && "value" in row.machineSnapshot && "context" in row.machineSnapshot
+    ? { value: String(row.machineSnapshot.value), context: row.machineSnapshot.context }
+    : { value: row.status, context: { attempts: row.attempts, nextAttemptAt: null, txHash: row.txHash, reason: row.failureReason } }
+
 export class Payments extends Effect.Service<Payments>()("Payments", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const verifier = yield* PaymentVerifier
+    const machines = yield* Machines
     const handlers = new Map<PaymentPurpose, PurposeHandlers>()
     const decodeRow = Schema.decodeUnknown(PaymentRow)
 
@@ -99,6 +108,8 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
     const reserve = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string) =>
       Effect.gen(function* () {
         const id = newPaymentId()
+        const now = yield* Clock.currentTimeMillis
+        const start = startMachine(settlementMachine, {})
         const rows = yield* sql<{ id: string }>`
           INSERT INTO payments ${sql.insert({
             id,
@@ -114,14 +125,16 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
             validBefore: p.validBefore.toString(),
             signature: p.signature,
             headerSha256: p.headerSha256,
-            status: "reserved"
+            status: start.state,
+            machineSnapshot: JSON.stringify(start.persisted),
+            nextAttemptAt: new Date(now + LEASE_SECONDS * 1000)
           })}
           ON CONFLICT DO NOTHING
           RETURNING id`
         if (rows.length === 0) {
           return yield* new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" })
         }
-        yield* sql`UPDATE payments SET next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS}) WHERE id = ${id}`
+        yield* machines.record("settlement", id, [{ event: { type: "RESERVED" }, from: null, to: start.state, at: now }])
         return id as PaymentId
       })
 
@@ -131,35 +144,47 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
         Effect.orDie
       )
 
-    /** Records the settlement and runs the purpose's effects in one transaction; idempotent. */
+    /**
+     * Applies an event to the payment's settlement machine in one transaction: the new snapshot, its history,
+     * and the purpose's effects (onSettled / onFailed) commit together. Events the state does not accept are no-ops,
+     * which makes completion and failure idempotent.
+     */
+    const apply = (id: string, event: SettlementEvent) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`
+          if (rows[0] === undefined) return
+          const row = yield* Effect.orDie(decodeRow(rows[0]))
+          const step = stepMachine(settlementMachine, persistedOf(row), event)
+          if (!step.changed) return
+          const handler = yield* handlerFor(row.purpose)
+          const updated = { ...row, status: step.state === "retrying" ? "retrying" as const : row.status }
+          let nextAttemptAt: number | null = null
+          for (const action of step.actions) {
+            if (action.type === "onSettled" && event.type === "SETTLED") yield* handler.onSettled({ ...updated, txHash: event.txHash }, event.txHash)
+            if (action.type === "onFailed" && event.type === "FAILED_FINAL") yield* handler.onFailed(updated, event.reason)
+            if (action.type === "scheduleRetry" && event.type === "FAILED_TRANSIENT") nextAttemptAt = step.snapshot.context.nextAttemptAt
+          }
+          yield* sql`UPDATE payments SET ${sql.update({
+            status: step.state,
+            machineSnapshot: JSON.stringify(step.persisted),
+            updatedAt: new Date(event.at),
+            ...(event.type === "SETTLED" ? { txHash: event.txHash, settledAt: new Date(event.at) } : {}),
+            ...(event.type === "FAILED_FINAL" ? { failureReason: event.reason } : {}),
+            ...(event.type === "FAILED_TRANSIENT" ? { failureReason: event.error.slice(0, 500) } : {}),
+            ...(nextAttemptAt === null ? {} : { nextAttemptAt: new Date(nextAttemptAt) })
+          })} WHERE id = ${id}`
+          yield* machines.record("settlement", id, [{ event, from: step.from, to: step.state, at: event.at }])
+        })
+      )
+
     const complete = (id: string, txHash: string) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          const rows = yield* sql`
-            UPDATE payments SET status = 'settled', tx_hash = ${txHash}, settled_at = now(), updated_at = now()
-            WHERE id = ${id} AND status IN ('reserved', 'submitted')
-            RETURNING *`
-          if (rows[0] === undefined) return
-          const row = yield* Effect.orDie(decodeRow(rows[0]))
-          yield* (yield* handlerFor(row.purpose)).onSettled(row, txHash)
-        })
-      ).pipe(Effect.withSpan("Payments.complete"))
+      Effect.flatMap(Clock.currentTimeMillis, (at) => apply(id, { type: "SETTLED", at, txHash })).pipe(Effect.withSpan("Payments.complete"))
 
-    /** Records a final failure and undoes the purpose's reservation in one transaction; idempotent. */
     const fail = (id: string, reason: string) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          const rows = yield* sql`
-            UPDATE payments SET status = 'failed', failure_reason = ${reason}, updated_at = now()
-            WHERE id = ${id} AND status IN ('reserved', 'submitted')
-            RETURNING *`
-          if (rows[0] === undefined) return
-          const row = yield* Effect.orDie(decodeRow(rows[0]))
-          yield* (yield* handlerFor(row.purpose)).onFailed(row, reason)
-        })
-      ).pipe(Effect.withSpan("Payments.fail"))
+      Effect.flatMap(Clock.currentTimeMillis, (at) => apply(id, { type: "FAILED_FINAL", at, reason })).pipe(Effect.withSpan("Payments.fail"))
 
-    /** Settles on chain, retrying transient RPC faults a few times, then records the outcome. */
+    /** Settles on chain, retrying transient RPC faults a few times, then records the outcome in the settlement machine. */
     const settle = (id: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
       verifier.settle(p, requirements).pipe(
         Effect.retry({
@@ -172,22 +197,24 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
           onFailure: (error): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
             error.final
               ? Effect.as(fail(id, error.reason), { _tag: "Failed", reason: error.reason, message: error.message })
-              : Effect.succeed({ _tag: "Pending", message: error.message })
+              : Effect.flatMap(Clock.currentTimeMillis, (at) =>
+                Effect.as(apply(id, { type: "FAILED_TRANSIENT", at, error: error.message }), { _tag: "Pending", message: error.message }))
         }),
         Effect.withSpan("Payments.settle")
       )
 
     /**
-     * One pass of the recovery worker: payments whose lease ran out (the process that took them crashed,
-     * or the chain was unreachable) are looked up on chain and then completed, re-submitted or failed.
+     * One pass of the recovery worker: payments whose lease ran out (the process that took them crashed) or whose
+     * retry is due are looked up on chain and then completed, re-submitted or failed.
      */
     const recoverDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
       const due = yield* sql.withTransaction(
         sql`
-          UPDATE payments SET next_attempt_at = now() + make_interval(secs => ${LEASE_SECONDS}), attempts = attempts + 1, updated_at = now()
+          UPDATE payments SET next_attempt_at = ${new Date(now + LEASE_SECONDS * 1000)}, attempts = attempts + 1
           WHERE id IN (
             SELECT id FROM payments
-            WHERE status IN ('reserved', 'submitted') AND next_attempt_at <= now()
+            WHERE status IN ('reserved', 'retrying') AND next_attempt_at <= ${new Date(now)}
             ORDER BY next_attempt_at
             LIMIT 20
             FOR UPDATE SKIP LOCKED)
@@ -197,10 +224,12 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
         due,
         (row) =>
           Effect.gen(function* () {
+            if (row.status === "retrying") yield* apply(row.id, { type: "RETRY_DUE", at: now })
             const existing = yield* verifier.findSettlement(row.payer as `0x${string}`, row.nonce as Hex)
             if (Option.isSome(existing)) return yield* complete(row.id, existing.value)
-            const now = BigInt(Math.floor(Date.now() / 1000))
-            if (row.validBefore <= now) return yield* fail(row.id, "invalid_exact_evm_payload_authorization_valid_before")
+            if (row.validBefore <= BigInt(Math.floor(now / 1000))) {
+              return yield* fail(row.id, "invalid_exact_evm_payload_authorization_valid_before")
+            }
             yield* settle(row.id, toVerified(row), verifier.requirements({ amount: row.amount, resource: "recovery", description: row.purpose }))
           }).pipe(
             Effect.catchTag("SettlementError", (e) => Effect.logWarning(`payment ${row.id}: chain lookup failed, will retry: ${e.message}`)),

@@ -15,6 +15,15 @@ import { JsonSchemas } from "../services/JsonSchemas.js"
 import { Ledger } from "../services/Ledger.js"
 import { Outbox } from "../services/Outbox.js"
 import { Payments, PaymentsRecoveryLive } from "../services/Payments.js"
+import { AgentProxy } from "../layers/AgentProxy.js"
+import { Balances } from "../services/Balances.js"
+import { Callbacks, CallbacksWorkerLive } from "../services/Callbacks.js"
+import { Circuits } from "../services/Circuits.js"
+import { Executions } from "../services/Executions.js"
+import { Machines, TimersWorkerLive } from "../services/Machines.js"
+import { RateLimitPruneLive, RateLimits } from "../services/RateLimits.js"
+import { Refunds, RefundsWorkerLive } from "../services/Refunds.js"
+import { HealthProbesLive, Reputation } from "../services/Reputation.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
 import { HttpLive } from "./http/Server.js"
 
@@ -27,10 +36,28 @@ export const OperatorTokenLive = Layer.effect(
 
 /** Domain services and background workers on top of the database and the given chain layer. */
 export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
-  Layer.mergeAll(Agents.Default, PaymentsRecoveryLive, OperatorTokenLive).pipe(
+  Layer.mergeAll(
+    PaymentsRecoveryLive,
+    TimersWorkerLive(),
+    RefundsWorkerLive,
+    CallbacksWorkerLive,
+    HealthProbesLive,
+    RateLimitPruneLive
+  ).pipe(
+    Layer.provideMerge(Layer.mergeAll(Executions.Default, Balances.Default, OperatorTokenLive)),
+    Layer.provideMerge(Layer.mergeAll(Agents.Default, Circuits.Default, Reputation.Default, RateLimits.Default, Refunds.Default, Callbacks.Default)),
     Layer.provideMerge(Payments.Default),
     Layer.provideMerge(
-      Layer.mergeAll(PaymentVerifier.Default, UrlGuard.Default, JsonSchemas.Default, Ledger.Default, Outbox.Default, AgentCache.Default)
+      Layer.mergeAll(
+        PaymentVerifier.Default,
+        UrlGuard.Default,
+        JsonSchemas.Default,
+        Ledger.Default,
+        Outbox.Default,
+        AgentCache.Default,
+        Machines.Default,
+        AgentProxy.Default
+      )
     ),
     Layer.provideMerge(Layer.mergeAll(PgLive, chain))
   )

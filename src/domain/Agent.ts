@@ -179,6 +179,7 @@ export const AgentRecord = Schema.Struct({
   healthScore: Schema.Number,
   healthUpdatedAt: Schema.DateFromSelf,
   circuitState: CircuitState,
+  circuitSnapshot: Schema.optionalWith(Schema.NullOr(Schema.Unknown), { default: () => null }),
   trustTier: TrustTier,
   trustTierOverride: Schema.NullOr(TrustTier),
   completedExecutions: Schema.BigInt,

@@ -11,12 +11,17 @@ import {
   UnsupportedMediaTypeResponse
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
+import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
+import { PaymentsApi, PlatformApi } from "./PaymentsApi.js"
 
 export class Api extends HttpApi.make("marketplace")
   .add(HealthApi)
   .add(AgentsApi)
+  .add(ExecutionApi)
+  .add(PaymentsApi)
+  .add(PlatformApi)
   .add(OperatorApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)

@@ -26,8 +26,10 @@ import {
 import { jsonNestingDepth, MAX_JSON_DEPTH } from "../domain/Json.js"
 import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
+import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
+import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
 
 /** Declared errors, by class: encoded here into the envelope with their status. */
 const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerResponse.HttpServerResponse>>(
@@ -143,7 +145,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, OperatorHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive])
 )
 
 /** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */

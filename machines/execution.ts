@@ -1,0 +1,182 @@
+// One paid execution: the agent call, its retries within a window, and where the held payment goes
+// (released to agent and platform, refunded to the payer, or voided when it never settled).
+import { assign, setup } from "xstate"
+
+export type PaymentStatus = "pending" | "settled" | "failed"
+
+export interface ExecutionContext {
+  readonly retryWindowMs: number
+  /** Agent timeout plus grace: when a running attempt is declared dead if no result was recorded. */
+  readonly deadlineMs: number
+  readonly startedAt: number
+  readonly attempts: number
+  /** First failure + retryWindowMs: retries allowed before, refund after. */
+  readonly retryUntil: number | null
+  readonly failureKind: "failed" | "timeout" | null
+  readonly payment: PaymentStatus
+  /** The retry window closed while the settlement was still pending: refund as soon as it settles. */
+  readonly windowClosed: boolean
+  readonly completedAt: number | null
+  /** Settlement delay of the agent's trust tier at completion (0: instant). */
+  readonly releaseDelayMs: number
+  readonly releaseAt: number | null
+}
+
+export type ExecutionEvent =
+  | { readonly type: "AGENT_SUCCEEDED"; readonly at: number; readonly releaseDelayMs: number }
+  | { readonly type: "AGENT_FAILED"; readonly at: number; readonly timedOut: boolean; readonly error: string }
+  | { readonly type: "PAYMENT_SETTLED"; readonly at: number }
+  | { readonly type: "PAYMENT_FAILED"; readonly at: number; readonly reason: string }
+  | { readonly type: "RETRY"; readonly at: number }
+  /** No result by the hard deadline (the process running the call died): treated as a timeout. */
+  | { readonly type: "AGENT_DEADLINE"; readonly at: number }
+  | { readonly type: "RETRY_WINDOW_CLOSED"; readonly at: number }
+  | { readonly type: "RELEASE_DUE"; readonly at: number }
+  | { readonly type: "REFUND_CONFIRMED"; readonly at: number; readonly txHash: string }
+
+export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE"
+
+/** A failed attempt: open the retry window (first failure only), count it, and arm the window's timer. */
+const failure = [
+  "openRetryWindow",
+  { type: "recordOutcome", params: { success: false } },
+  { type: "scheduleTimer", params: ({ context }: { readonly context: ExecutionContext }) => ({ event: "RETRY_WINDOW_CLOSED" as const, at: context.retryUntil ?? 0 }) }
+] as const
+
+export const executionMachine = setup({
+  types: {
+    context: {} as ExecutionContext,
+    events: {} as ExecutionEvent,
+    input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number }
+  },
+  actions: {
+    /** Host: reputation and health (root executions), outbox execution.completed / execution.failed. */
+    recordOutcome: (_, _params: { readonly success: boolean }) => {},
+    /** Host: persist a durable timer that sends `event` at `at`. */
+    scheduleTimer: (_, _params: { readonly event: TimerEvent; readonly at: number }) => {},
+    /** Host: escrow → platform revenue (fee + cut) and agent available (earnings). */
+    releaseEscrow: () => {},
+    /** Host: escrow → refunds payable, and queue the on-chain refund. */
+    startRefund: () => {},
+    /** Host: refunds payable → treasury (the refund left on chain). */
+    confirmRefund: (_, _params: { readonly txHash: string }) => {},
+    /** Host: escrow → settlement receivable (the payment never arrived, nothing to pay out). */
+    voidEscrow: () => {},
+    /** The first failure opens the retry window; retries do not extend it. */
+    openRetryWindow: assign({ retryUntil: ({ context, event }) => context.retryUntil ?? event.at + context.retryWindowMs }),
+    startAttempt: assign({ attempts: ({ context }) => context.attempts + 1, startedAt: ({ event }) => event.at }),
+    markSettled: assign({ payment: "settled" as PaymentStatus }),
+    markPaymentFailed: assign({ payment: "failed" as PaymentStatus })
+  },
+  guards: {
+    timedOut: ({ event }) => event.type === "AGENT_DEADLINE" || (event.type === "AGENT_FAILED" && event.timedOut),
+    canRetry: ({ context, event }) =>
+      context.payment !== "failed" && !context.windowClosed && context.retryUntil !== null && event.at < context.retryUntil,
+    paymentSettled: ({ context }) => context.payment === "settled",
+    paymentFailed: ({ context }) => context.payment === "failed",
+    refundDue: ({ context }) => context.windowClosed && context.payment === "settled",
+    instant: ({ context }) => context.releaseDelayMs <= 0
+  }
+}).createMachine({
+  id: "execution",
+  initial: "running",
+  context: ({ input }) => ({
+    retryWindowMs: input.retryWindowMs,
+    deadlineMs: input.deadlineMs,
+    startedAt: input.startedAt,
+    attempts: 1,
+    retryUntil: null,
+    failureKind: null,
+    payment: "pending",
+    windowClosed: false,
+    completedAt: null,
+    releaseDelayMs: 0,
+    releaseAt: null
+  }),
+  on: {
+    PAYMENT_SETTLED: { actions: "markSettled" },
+    PAYMENT_FAILED: { actions: "markPaymentFailed" }
+  },
+  states: {
+    running: {
+      entry: { type: "scheduleTimer", params: ({ context }) => ({ event: "AGENT_DEADLINE", at: context.startedAt + context.deadlineMs }) },
+      on: {
+        AGENT_SUCCEEDED: {
+          target: "completed",
+          actions: [
+            assign({ completedAt: ({ event }) => event.at, releaseDelayMs: ({ event }) => event.releaseDelayMs }),
+            { type: "recordOutcome", params: { success: true } }
+          ]
+        },
+        AGENT_FAILED: [
+          { guard: "timedOut", target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] },
+          { target: "failed", actions: [assign({ failureKind: "failed" }), ...failure] }
+        ],
+        AGENT_DEADLINE: { target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] }
+      }
+    },
+    completed: {
+      initial: "awaitingPayment",
+      states: {
+        // The output is released only once the payment settled.
+        awaitingPayment: {
+          always: [
+            { guard: "paymentSettled", target: "releasing" },
+            { guard: "paymentFailed", target: "unpaid" }
+          ]
+        },
+        releasing: {
+          always: [
+            { guard: "instant", target: "released", actions: "releaseEscrow" },
+            {
+              target: "held",
+              actions: [
+                assign({ releaseAt: ({ context }) => (context.completedAt ?? 0) + context.releaseDelayMs }),
+                { type: "scheduleTimer", params: ({ context }) => ({ event: "RELEASE_DUE", at: context.releaseAt ?? 0 }) }
+              ]
+            }
+          ]
+        },
+        held: {
+          on: { RELEASE_DUE: { target: "released", actions: "releaseEscrow" } }
+        },
+        released: {},
+        unpaid: { entry: "voidEscrow" }
+      }
+    },
+    failed: {
+      always: [{ guard: "refundDue", target: "refunding" }, { guard: "paymentFailed", target: "cancelled" }],
+      on: {
+        RETRY: { guard: "canRetry", target: "running", actions: "startAttempt" },
+        RETRY_WINDOW_CLOSED: { actions: assign({ windowClosed: true }) }
+      }
+    },
+    timeout: {
+      always: [{ guard: "refundDue", target: "refunding" }, { guard: "paymentFailed", target: "cancelled" }],
+      on: {
+        RETRY: { guard: "canRetry", target: "running", actions: "startAttempt" },
+        RETRY_WINDOW_CLOSED: { actions: assign({ windowClosed: true }) }
+      }
+    },
+    refunding: {
+      entry: "startRefund",
+      on: { REFUND_CONFIRMED: { target: "refunded", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } } }
+    },
+    refunded: { type: "final" },
+    /** Failed, and the payment never settled: nothing to refund. */
+    cancelled: { type: "final", entry: "voidEscrow" }
+  }
+})
+
+/** The API status of an execution in a given machine state. */
+export const executionStatus = (
+  value: string,
+  context: Pick<ExecutionContext, "failureKind">
+): "pending" | "completed" | "failed" | "timeout" | "refunded" => {
+  if (value === "running") return "pending"
+  if (value.startsWith("completed")) return "completed"
+  if (value === "refunded") return "refunded"
+  if (value === "timeout") return "timeout"
+  if (value === "failed") return "failed"
+  return context.failureKind ?? "failed"
+}

@@ -1,0 +1,73 @@
+// The settlement of one payment on chain: reserved (pending) → settled, or retrying after transient faults, or failed for good.
+import { assign, setup } from "xstate"
+
+export interface SettlementContext {
+  readonly attempts: number
+  readonly nextAttemptAt: number | null
+  readonly txHash: string | null
+  readonly reason: string | null
+}
+
+export type SettlementEvent =
+  | { readonly type: "SETTLED"; readonly at: number; readonly txHash: string }
+  /** RPC unreachable, no receipt yet: try again later. */
+  | { readonly type: "FAILED_TRANSIENT"; readonly at: number; readonly error: string }
+  /** It can never settle (reverted, funds gone, authorization expired or used elsewhere). */
+  | { readonly type: "FAILED_FINAL"; readonly at: number; readonly reason: string }
+  | { readonly type: "RETRY_DUE"; readonly at: number }
+
+/** Backoff between settlement attempts: 2 s, 4 s, 8 s ... capped at 5 minutes. */
+export const settlementBackoffMs = (attempts: number) => Math.min(2_000 * 2 ** Math.max(0, attempts - 1), 300_000)
+
+export const settlementMachine = setup({
+  types: {
+    context: {} as SettlementContext,
+    events: {} as SettlementEvent,
+    input: {} as Record<string, never>
+  },
+  actions: {
+    /** Host: the purpose's effects of a settled payment (book it, activate, release...). */
+    onSettled: (_, _params: { readonly txHash: string }) => {},
+    /** Host: undo the purpose's reservation (the money never arrived). */
+    onFailed: (_, _params: { readonly reason: string }) => {},
+    /** Host: persist when to try again (the recovery worker's due time). */
+    scheduleRetry: (_, _params: { readonly at: number }) => {}
+  }
+}).createMachine({
+  id: "settlement",
+  initial: "reserved",
+  context: { attempts: 0, nextAttemptAt: null, txHash: null, reason: null },
+  on: {
+    SETTLED: {
+      target: ".settled",
+      actions: [assign({ txHash: ({ event }) => event.txHash }), { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }]
+    },
+    FAILED_FINAL: {
+      target: ".failed",
+      actions: [assign({ reason: ({ event }) => event.reason }), { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }]
+    }
+  },
+  states: {
+    reserved: {
+      on: {
+        FAILED_TRANSIENT: {
+          target: "retrying",
+          actions: [
+            assign({
+              attempts: ({ context }) => context.attempts + 1,
+              nextAttemptAt: ({ context, event }) => event.at + settlementBackoffMs(context.attempts + 1),
+              reason: ({ event }) => event.error
+            }),
+            { type: "scheduleRetry", params: ({ context }) => ({ at: context.nextAttemptAt ?? 0 }) }
+          ]
+        }
+      }
+    },
+    retrying: {
+      on: { RETRY_DUE: "reserved" }
+    },
+    // Final states swallow late events (a second SETTLED from recovery is a no-op).
+    settled: { on: { SETTLED: {}, FAILED_FINAL: {} } },
+    failed: { on: { SETTLED: {}, FAILED_FINAL: {} } }
+  }
+})

@@ -1,0 +1,64 @@
+// The execution request and the views of executions and their money on the wire.
+import { Schema } from "effect"
+import { AgentId } from "./Ids.js"
+
+const HttpUrl = Schema.String.pipe(
+  Schema.maxLength(2048),
+  Schema.filter(
+    (s) => {
+      try {
+        const url = new URL(s)
+        return (url.protocol === "http:" || url.protocol === "https:") && url.username === "" && url.password === ""
+      } catch {
+        return false
+      }
+    },
+    { message: () => "must be an absolute http(s) URL without credentials" }
+  )
+)
+
+export const ExecuteRequest = Schema.Struct({
+  targetAgentId: AgentId,
+  capabilityId: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+  input: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  callbackUrl: Schema.optionalWith(HttpUrl, { exact: true }),
+  webhookUrl: Schema.optionalWith(HttpUrl, { exact: true }),
+  idempotencyKey: Schema.optionalWith(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)), { exact: true })
+}).annotations({ identifier: "ExecuteRequest", parseOptions: { errors: "all" } })
+export type ExecuteRequest = typeof ExecuteRequest.Type
+
+export const Cost = Schema.Struct({
+  agentFee: Schema.String,
+  platformFee: Schema.String,
+  total: Schema.optional(Schema.String)
+}).annotations({ identifier: "Cost" })
+
+export const SettlementView = Schema.Struct({
+  status: Schema.Literal("settled", "settlement_pending", "settlement_failed"),
+  txHash: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "Settlement" })
+
+export const ExecutionStatus = Schema.Literal("pending", "completed", "failed", "timeout", "refunded")
+
+/** An execution as answered by POST /execute, the retry and GET /execute/:requestId. */
+export const ExecutionView = Schema.Struct({
+  requestId: Schema.String,
+  status: ExecutionStatus,
+  output: Schema.optional(Schema.Unknown),
+  executionTime: Schema.NullOr(Schema.Number),
+  cost: Schema.optional(Cost),
+  settlement: SettlementView,
+  attempts: Schema.Number,
+  retryUntil: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  refund: Schema.optional(Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) })),
+  message: Schema.optional(Schema.String)
+}).annotations({ identifier: "Execution" })
+export type ExecutionView = typeof ExecutionView.Type
+
+export const Accepted = Schema.Struct({
+  jobId: Schema.optional(Schema.String),
+  requestId: Schema.String,
+  status: Schema.Literal("pending"),
+  statusUrl: Schema.String
+}).annotations({ identifier: "AcceptedExecution" })

@@ -1,0 +1,65 @@
+// /api/v1/payments: where an agent's money is, and what one transaction did with the money.
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { AgentId, TransactionId } from "../domain/Ids.js"
+import { ok } from "./Envelope.js"
+
+export const Balance = Schema.Struct({
+  agentId: Schema.String,
+  available: Schema.String,
+  pending: Schema.String,
+  totalEarned: Schema.String,
+  totalWithdrawn: Schema.String,
+  totalDisputed: Schema.String,
+  executionCount: Schema.Number,
+  escrow: Schema.Struct({ pendingCount: Schema.Number, pendingTotal: Schema.String })
+}).annotations({ identifier: "Balance" })
+
+export const Transaction = Schema.Struct({
+  id: Schema.String,
+  request_id: Schema.String,
+  requesting_agent: Schema.Null,
+  payer: Schema.String,
+  providing_agent: Schema.String,
+  capability_id: Schema.String,
+  amount: Schema.String,
+  gross_amount: Schema.String,
+  platform_fee: Schema.String,
+  agent_fee: Schema.String,
+  platformCut: Schema.String,
+  platform_revenue: Schema.String,
+  agent_earnings: Schema.String,
+  status: Schema.String,
+  execution_time: Schema.NullOr(Schema.Number),
+  escrow_id: Schema.String,
+  escrow_status: Schema.String,
+  escrow_release_at: Schema.NullOr(Schema.String),
+  settlement: Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) }),
+  refund_tx_hash: Schema.NullOr(Schema.String),
+  dispute_id: Schema.Null,
+  created_at: Schema.String,
+  completed_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "Transaction" })
+
+export class PaymentsApi extends HttpApiGroup.make("payments")
+  .add(
+    HttpApiEndpoint.get("balance", "/balance/:agentId")
+      .setPath(Schema.Struct({ agentId: AgentId }))
+      .addSuccess(ok(Balance))
+      .annotate(OpenApi.Summary, "An agent's balance: available, pending in escrow, totals")
+  )
+  .add(
+    HttpApiEndpoint.get("transaction", "/tx/:txId")
+      .setPath(Schema.Struct({ txId: TransactionId }))
+      .addSuccess(ok(Transaction))
+      .annotate(OpenApi.Summary, "One transaction: amounts, split, escrow and settlement")
+  )
+  .prefix("/api/v1/payments") {}
+
+export class PlatformApi extends HttpApiGroup.make("platform")
+  .add(
+    HttpApiEndpoint.get("signingKey", "/signing-key")
+      .addSuccess(ok(Schema.Struct({ keyId: Schema.String, algorithm: Schema.Literal("Ed25519"), publicKeyPem: Schema.String })))
+      .annotate(OpenApi.Summary, "The public key agents verify our forwarded requests with (see docs/agent-requests.md)")
+  )
+  .prefix("/api/v1/platform") {}
