@@ -17,7 +17,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { jsonRpc } from "viem/nonce"
 import { AppConfig } from "./Config.js"
-import { DEV_PRIVATE_KEYS, devnetChain, startDevnet } from "./devnet/anvil.js"
+import { DEV_PRIVATE_KEYS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
 
 export class ChainStartError extends Data.TaggedError("ChainStartError")<{ readonly message: string }> {}
@@ -123,8 +123,20 @@ export const connectChain = (options: {
 
 const devnetPort = Config.integer("DEVNET_PORT").pipe(Config.withDefault(8545))
 
+/** Devnet against an anvil somebody else runs (benchmarks, several service processes on one devnet). */
+const attachedDevnet = (rpcUrl: string) =>
+  connectChain({
+    mode: "devnet",
+    rpcUrl,
+    usdcAddress: DEVNET_USDC_ADDRESS,
+    signerKey: Option.fromNullable(DEV_PRIVATE_KEYS[0]),
+    treasuryAddress: Option.none()
+  })
+
 const devnet = Effect.gen(function* () {
   const config = yield* AppConfig
+  const attach = yield* Config.option(Config.string("DEVNET_RPC_URL"))
+  if (Option.isSome(attach)) return yield* attachedDevnet(attach.value)
   const port = yield* devnetPort
   const net = yield* Effect.acquireRelease(
     Effect.tryPromise({

@@ -31,25 +31,20 @@ export const settlementMachine = setup({
     /** Host: undo the purpose's reservation (the money never arrived). */
     onFailed: (_, _params: { readonly reason: string }) => {},
     /** Host: persist when to try again (the recovery worker's due time). */
-    scheduleRetry: (_, _params: { readonly at: number }) => {}
+    scheduleRetry: (_, _params: { readonly at: number }) => {},
+    noteTxHash: assign({ txHash: ({ event }) => (event.type === "SETTLED" ? event.txHash : null) }),
+    noteReason: assign({ reason: ({ event }) => (event.type === "FAILED_FINAL" ? event.reason : null) })
   }
 }).createMachine({
   id: "settlement",
   initial: "reserved",
   context: { attempts: 0, nextAttemptAt: null, txHash: null, reason: null },
-  on: {
-    SETTLED: {
-      target: ".settled",
-      actions: [assign({ txHash: ({ event }) => event.txHash }), { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }]
-    },
-    FAILED_FINAL: {
-      target: ".failed",
-      actions: [assign({ reason: ({ event }) => event.reason }), { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }]
-    }
-  },
   states: {
     reserved: {
       on: {
+        // Settled or failed for good: accepted from the live states only, so repeats after the end change nothing.
+        SETTLED: { target: "settled", actions: ["noteTxHash", { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }] },
+        FAILED_FINAL: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
         FAILED_TRANSIENT: {
           target: "retrying",
           actions: [
@@ -64,10 +59,14 @@ export const settlementMachine = setup({
       }
     },
     retrying: {
-      on: { RETRY_DUE: "reserved" }
+      on: {
+        SETTLED: { target: "settled", actions: ["noteTxHash", { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }] },
+        FAILED_FINAL: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
+        RETRY_DUE: "reserved"
+      }
     },
-    // Final states swallow late events (a second SETTLED from recovery is a no-op).
-    settled: { on: { SETTLED: {}, FAILED_FINAL: {} } },
-    failed: { on: { SETTLED: {}, FAILED_FINAL: {} } }
+    // Final: late events (a second SETTLED from recovery) are not accepted, so they change nothing.
+    settled: { type: "final" },
+    failed: { type: "final" }
   }
 })

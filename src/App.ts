@@ -1,7 +1,7 @@
 // Layer composition: infrastructure, domain services, workers and the HTTP server, shared by main and the tests.
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
@@ -35,15 +35,16 @@ export const OperatorTokenLive = Layer.effect(
 )
 
 /** Domain services and background workers on top of the database and the given chain layer. */
+/** Background workers (timers, settlement recovery, refunds, callbacks, probes); BACKGROUND_WORKERS=false leaves them to be driven by hand (tests). */
+const WorkersLive = Layer.unwrapEffect(
+  Effect.map(Config.boolean("BACKGROUND_WORKERS").pipe(Config.withDefault(true)), (enabled) =>
+    enabled
+      ? Layer.mergeAll(PaymentsRecoveryLive, TimersWorkerLive(), RefundsWorkerLive, CallbacksWorkerLive, HealthProbesLive, RateLimitPruneLive)
+      : Layer.empty)
+)
+
 export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
-  Layer.mergeAll(
-    PaymentsRecoveryLive,
-    TimersWorkerLive(),
-    RefundsWorkerLive,
-    CallbacksWorkerLive,
-    HealthProbesLive,
-    RateLimitPruneLive
-  ).pipe(
+  WorkersLive.pipe(
     Layer.provideMerge(Layer.mergeAll(Executions.Default, Balances.Default, OperatorTokenLive)),
     Layer.provideMerge(Layer.mergeAll(Agents.Default, Circuits.Default, Reputation.Default, RateLimits.Default, Refunds.Default, Callbacks.Default)),
     Layer.provideMerge(Payments.Default),
