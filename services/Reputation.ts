@@ -75,17 +75,18 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
   })
 }) {}
 
+const probeInterval = Config.integer("HEALTH_PROBE_INTERVAL_MS").pipe(Config.withDefault(60_000))
+
 /**
- * Probes agents that declare `endpoints.health`, each at most every HEALTH_PROBE_INTERVAL_MS; a lease on
- * `health_checked_at` keeps several processes from probing the same agent twice.
+ * One pass of the health prober: agents that declare `endpoints.health` and were not probed for
+ * HEALTH_PROBE_INTERVAL_MS; the lease on `health_checked_at` keeps several processes from probing one agent twice.
  */
-export const HealthProbesLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const reputation = yield* Reputation
-    const proxy = yield* AgentProxy
-    const intervalMs = yield* Config.integer("HEALTH_PROBE_INTERVAL_MS").pipe(Config.withDefault(60_000))
-    const pass = Effect.gen(function* () {
+export const probeDueAgents = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const reputation = yield* Reputation
+  const proxy = yield* AgentProxy
+  const intervalMs = yield* probeInterval
+  return yield* Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const due = yield* sql<{ id: string; url: string }>`
         UPDATE agents SET health_checked_at = ${new Date(now)}
@@ -99,8 +100,14 @@ export const HealthProbesLive = Layer.scopedDiscard(
         concurrency: 8,
         discard: true
       })
+      return due.length
     })
-    yield* pass.pipe(
+})
+
+export const HealthProbesLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const intervalMs = yield* probeInterval
+    yield* probeDueAgents.pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("health probe pass failed", cause)),
       Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1_000, Math.floor(intervalMs / 4))))),
       Effect.forkScoped
