@@ -21,6 +21,7 @@ import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "./Ledger.js"
 import { Outbox } from "./Outbox.js"
+import { isUniqueViolation } from "./SqlErrors.js"
 import { type PaymentRow, Payments } from "./Payments.js"
 import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
@@ -74,11 +75,6 @@ const paymentRequired = (rejection: PaymentRejected, accepts: PaymentRequired["a
 
 const notFound = (id: string) => new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${id} not found`, details: { agentId: id } })
 
-const isUniqueViolation = (error: SqlError.SqlError, constraint: string) => {
-  const cause = error.cause
-  return typeof cause === "object" && cause !== null && "code" in cause && cause.code === "23505" &&
-    "constraint" in cause && cause.constraint === constraint
-}
 
 export class Agents extends Effect.Service<Agents>()("Agents", {
   effect: Effect.gen(function* () {

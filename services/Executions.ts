@@ -26,9 +26,10 @@ import { Agents } from "./Agents.js"
 import { Callbacks } from "./Callbacks.js"
 import { Circuits } from "./Circuits.js"
 import { JsonSchemas } from "./JsonSchemas.js"
-import { Accounts, Ledger } from "./Ledger.js"
+import { Accounts, Ledger, type Movement } from "./Ledger.js"
 import { actionsOf, Machines, type PersistedSnapshot, startMachine, stepMachine } from "./Machines.js"
 import { Outbox } from "./Outbox.js"
+import { isUniqueViolation } from "./SqlErrors.js"
 import { type PaymentRow, Payments } from "./Payments.js"
 import { RateLimits } from "./RateLimits.js"
 import { Refunds } from "./Refunds.js"
@@ -175,6 +176,14 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
       }
     }
 
+    /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
+    const moveEscrow = (row: ExecutionRow, kind: string, status: "released" | "refunding" | "refunded" | "void", at: number, movements: ReadonlyArray<Movement>) =>
+      Effect.zipRight(
+        ledger.transfer({ kind, movements, paymentId: row.paymentId, agentId: row.agentId, subjectId: row.id }),
+        sql`UPDATE escrows SET status = ${status}, updated_at = ${new Date(at)}${status === "released" ? sql`, released_at = ${new Date(at)}` : sql``}
+            WHERE id = ${row.escrowId}`
+      )
+
     /** Where a result post goes and what it says, once a state gives the client something final to hear. */
     const callbackPayload = (row: ExecutionRow) => ({
       requestId: row.id,
@@ -239,17 +248,10 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
                 break
               }
               case "releaseEscrow": {
-                yield* ledger.transfer({
-                  kind: "escrow_release",
-                  movements: [
-                    { debit: Accounts.escrow, credit: Accounts.platformRevenue, amount: row.platformFee + row.platformCut },
-                    { debit: Accounts.escrow, credit: Accounts.agentAvailable(row.agentId), amount: row.agentEarnings }
-                  ],
-                  paymentId: row.paymentId,
-                  agentId: row.agentId,
-                  subjectId: row.id
-                })
-                yield* sql`UPDATE escrows SET status = 'released', released_at = ${new Date(event.at)}, updated_at = now() WHERE id = ${row.escrowId}`
+                yield* moveEscrow(row, "escrow_release", "released", event.at, [
+                  { debit: Accounts.escrow, credit: Accounts.platformRevenue, amount: row.platformFee + row.platformCut },
+                  { debit: Accounts.escrow, credit: Accounts.agentAvailable(row.agentId), amount: row.agentEarnings }
+                ])
                 const available = yield* ledger.balance(Accounts.agentAvailable(row.agentId))
                 yield* outbox.emit("escrow.released", row.agentId, {
                   transactionId: row.transactionId,
@@ -259,26 +261,16 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
                 break
               }
               case "startRefund": {
-                yield* ledger.transfer({
-                  kind: "refund_owed",
-                  movements: [{ debit: Accounts.escrow, credit: Accounts.refundsPayable, amount: row.price }],
-                  paymentId: row.paymentId,
-                  agentId: row.agentId,
-                  subjectId: row.id
-                })
-                yield* sql`UPDATE escrows SET status = 'refunding', updated_at = now() WHERE id = ${row.escrowId}`
+                yield* moveEscrow(row, "refund_owed", "refunding", event.at, [
+                  { debit: Accounts.escrow, credit: Accounts.refundsPayable, amount: row.price }
+                ])
                 yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: row.price })
                 break
               }
               case "confirmRefund": {
-                yield* ledger.transfer({
-                  kind: "refund_sent",
-                  movements: [{ debit: Accounts.refundsPayable, credit: Accounts.treasury, amount: row.price }],
-                  paymentId: row.paymentId,
-                  agentId: row.agentId,
-                  subjectId: row.id
-                })
-                yield* sql`UPDATE escrows SET status = 'refunded', updated_at = now() WHERE id = ${row.escrowId}`
+                yield* moveEscrow(row, "refund_sent", "refunded", event.at, [
+                  { debit: Accounts.refundsPayable, credit: Accounts.treasury, amount: row.price }
+                ])
                 yield* outbox.emit("execution.refunded", row.agentId, {
                   requestId: row.id,
                   amount: formatUsdc(row.price),
@@ -287,14 +279,9 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
                 break
               }
               case "voidEscrow": {
-                yield* ledger.transfer({
-                  kind: "escrow_void",
-                  movements: [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }],
-                  paymentId: row.paymentId,
-                  agentId: row.agentId,
-                  subjectId: row.id
-                })
-                yield* sql`UPDATE escrows SET status = 'void', updated_at = now() WHERE id = ${row.escrowId}`
+                yield* moveEscrow(row, "escrow_void", "void", event.at, [
+                  { debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }
+                ])
                 break
               }
             }
@@ -475,11 +462,6 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
         return { _tag: "Done", view: view(Option.getOrThrow(row), true) } satisfies ExecuteOutcome
       })
 
-    const isUniqueViolation = (error: unknown, constraint: string) => {
-      const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
-      return typeof cause === "object" && cause !== null && "code" in cause && cause.code === "23505" &&
-        "constraint" in cause && cause.constraint === constraint
-    }
 
     const execute = (req: ExecuteRequest, ctx: RequestContext) =>
       Effect.gen(function* () {

@@ -5,7 +5,8 @@ import { MAX_BASE_PRICE, MIN_BASE_PRICE, Usdc } from "./Money.js"
 
 const Json = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
-const HttpUrl = Schema.String.pipe(
+/** An absolute http(s) URL without credentials (agent endpoints, callbacks). */
+export const HttpUrl = Schema.String.pipe(
   Schema.maxLength(2048),
   Schema.filter(
     (s) => {
@@ -123,6 +124,14 @@ export const UpdateAgentRequest = Schema.Struct({
 }).annotations({ identifier: "UpdateAgentRequest", parseOptions: { errors: "all" } })
 export type UpdateAgentRequest = typeof UpdateAgentRequest.Type
 
+/** Chain settings as stored and shown (every field present, defaults applied). */
+export const StoredChainSettings = Schema.Struct({
+  chain_enabled: Schema.Boolean,
+  chain_max_depth: Schema.Number,
+  chain_allowed_callers: Schema.Array(Schema.String),
+  chain_blocked_callers: Schema.Array(Schema.String)
+})
+
 export const AgentStatus = Schema.Literal("active", "inactive", "suspended")
 export const CircuitState = Schema.Literal("closed", "open", "half-open")
 export const TrustTier = Schema.Literal("new", "trusted", "premium")
@@ -146,12 +155,7 @@ export const AgentResource = Schema.Struct({
   settlementType: Schema.Literal("instant", "delayed"),
   settlementDelay: Schema.NullOr(Schema.String),
   chain_enabled: Schema.Boolean,
-  chainSettings: Schema.Struct({
-    chain_enabled: Schema.Boolean,
-    chain_max_depth: Schema.Number,
-    chain_allowed_callers: Schema.Array(Schema.String),
-    chain_blocked_callers: Schema.Array(Schema.String)
-  }),
+  chainSettings: StoredChainSettings,
   created_at: Schema.String,
   updated_at: Schema.String
 }).annotations({ identifier: "Agent" })
@@ -167,12 +171,7 @@ export const AgentRecord = Schema.Struct({
   capabilities: Schema.Array(Capability),
   endpoints: Endpoints,
   metadata: Schema.NullOr(Json),
-  chainSettings: Schema.Struct({
-    chain_enabled: Schema.Boolean,
-    chain_max_depth: Schema.Number,
-    chain_allowed_callers: Schema.Array(Schema.String),
-    chain_blocked_callers: Schema.Array(Schema.String)
-  }),
+  chainSettings: StoredChainSettings,
   status: Schema.Literal("pending", "active", "inactive", "suspended"),
   statusReason: Schema.NullOr(Schema.String),
   reputationScore: Schema.Number,

@@ -1,21 +1,7 @@
 // The execution request and the views of executions and their money on the wire.
 import { Schema } from "effect"
+import { HttpUrl } from "./Agent.js"
 import { AgentId } from "./Ids.js"
-
-const HttpUrl = Schema.String.pipe(
-  Schema.maxLength(2048),
-  Schema.filter(
-    (s) => {
-      try {
-        const url = new URL(s)
-        return (url.protocol === "http:" || url.protocol === "https:") && url.username === "" && url.password === ""
-      } catch {
-        return false
-      }
-    },
-    { message: () => "must be an absolute http(s) URL without credentials" }
-  )
-)
 
 export const ExecuteRequest = Schema.Struct({
   targetAgentId: AgentId,
