@@ -270,7 +270,9 @@ export class PaymentVerifier extends Effect.Service<PaymentVerifier>()("PaymentV
           catch: (error) => new SettlementError({ reason: "rpc_error", message: `submitting the settlement failed: ${String(error)}`, final: false })
         })
         const receipt = yield* Effect.tryPromise({
-          try: () => publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 }),
+          // Ask at once (a devnet mines on submission), then poll.
+          try: () =>
+            publicClient.getTransactionReceipt({ hash }).catch(() => publicClient.waitForTransactionReceipt({ hash, timeout: 120_000 })),
           catch: (error) => new SettlementError({ reason: "rpc_error", message: `no receipt for ${hash}: ${String(error)}`, final: false })
         })
         if (receipt.status !== "success") {

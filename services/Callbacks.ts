@@ -29,8 +29,8 @@ export class Callbacks extends Effect.Service<Callbacks>()("Callbacks", {
     const urlGuard = yield* UrlGuard
 
     /** Registers the URL when the execution is created (inside its transaction). */
-    const arm = (executionId: string, url: string) =>
-      sql`INSERT INTO execution_callbacks ${sql.insert({ id: newId("cb"), executionId, url, status: "waiting" })}`.pipe(Effect.asVoid)
+    const armStatement = (executionId: string, url: string) =>
+      sql`INSERT INTO execution_callbacks ${sql.insert({ id: newId("cb"), executionId, url, status: "waiting" })}`
 
     /** The result is ready: (re)queue the post with this body. Inside the transaction that produced the result. */
     const ready = (executionId: string, eventType: string, payload: Record<string, unknown>) =>
@@ -98,7 +98,7 @@ export class Callbacks extends Effect.Service<Callbacks>()("Callbacks", {
       return due.length
     }).pipe(Effect.withSpan("Callbacks.processDue"))
 
-    return { arm, ready, processDue } as const
+    return { armStatement, ready, processDue } as const
   })
 }) {}
 

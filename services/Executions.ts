@@ -4,7 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Either, Fiber, Option, Schema } from "effect"
 import { AgentProxy, DEFAULT_EXECUTION_TIMEOUT_MS } from "../layers/AgentProxy.js"
 import { AppConfig } from "../layers/Config.js"
-import { decodePaymentHeader, PaymentVerifier, sha256, type VerifiedPayment } from "../layers/PaymentVerifier.js"
+import { decodePaymentHeader, type PaymentRejected, PaymentVerifier, sha256, type VerifiedPayment } from "../layers/PaymentVerifier.js"
 import { UrlGuard } from "../layers/UrlGuard.js"
 import { type ExecutionEvent, executionMachine, executionStatus } from "../machines/execution.js"
 import type { AgentRecord, Capability } from "../src/domain/Agent.js"
@@ -23,6 +23,7 @@ import { unstorableStrings } from "../src/domain/Json.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../src/domain/Money.js"
 import { settlementPolicy } from "../src/domain/Trust.js"
 import { Agents } from "./Agents.js"
+import { batch } from "./Batch.js"
 import { Callbacks } from "./Callbacks.js"
 import { Circuits } from "./Circuits.js"
 import { JsonSchemas } from "./JsonSchemas.js"
@@ -197,11 +198,10 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
     const CALLBACK_STATES = new Set(["completed.released", "completed.held", "completed.unpaid", "failed", "timeout", "refunded", "cancelled"])
 
     /**
-     * Applies one event to the execution's machine in one transaction: the snapshot, the columns the event carries,
-     * the ledger transfers its actions cause, timers, outbox events and the transition history commit together.
+     * Applies one event to the execution's machine inside the caller's transaction: the snapshot, the columns the event
+     * carries, the ledger transfers its actions cause, timers, outbox events and the transition history commit together.
      */
-    const deliver = (id: string, event: ExecutionEvent, columns: Record<string, unknown> = {}) =>
-      sql.withTransaction(
+    const deliverIn = (id: string, event: ExecutionEvent, columns: Record<string, unknown> = {}) =>
         Effect.gen(function* () {
           const found = yield* load(id, true)
           if (Option.isNone(found)) return Option.none<ExecutionRow>()
@@ -304,14 +304,16 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
             yield* callbacks.ready(id, status === "completed" ? "execution.completed" : "execution.failed", callbackPayload({ ...next, settlementState: settledNow }))
           }
           return Option.some(next)
-        })
-      ).pipe(Effect.withSpan("Executions.deliver", { attributes: { event: event.type } }))
+        }).pipe(Effect.withSpan("Executions.deliver", { attributes: { event: event.type } }))
+
+    /** One event in its own transaction. */
+    const deliver = (id: string, event: ExecutionEvent, columns: Record<string, unknown> = {}) => sql.withTransaction(deliverIn(id, event, columns))
 
     // Timers of the execution machine (retry window, delayed release, dead attempts) arrive here.
     yield* machines.registerTimerHandler("execution", (timer, markFired) =>
       Effect.gen(function* () {
         const event = yield* Schema.decodeUnknown(TimerEvent)(timer.event)
-        yield* sql.withTransaction(Effect.zipRight(markFired, deliver(timer.actorId, event)))
+        yield* sql.withTransaction(Effect.zipRight(markFired, deliverIn(timer.actorId, event)))
       }))
 
     // The payment behind an execution settled or failed for good.
@@ -324,21 +326,21 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
             paymentId: payment.id,
             subjectId: payment.subjectId
           })
-          yield* deliver(payment.subjectId, { type: "PAYMENT_SETTLED", at: yield* Clock.currentTimeMillis })
+          yield* deliverIn(payment.subjectId, { type: "PAYMENT_SETTLED", at: yield* Clock.currentTimeMillis })
         }).pipe(Effect.orDie),
       onFailed: (payment: PaymentRow, reason: string) =>
-        Effect.flatMap(Clock.currentTimeMillis, (at) => deliver(payment.subjectId, { type: "PAYMENT_FAILED", at, reason })).pipe(
+        Effect.flatMap(Clock.currentTimeMillis, (at) => deliverIn(payment.subjectId, { type: "PAYMENT_FAILED", at, reason })).pipe(
           Effect.asVoid,
           Effect.orDie
         )
     })
 
     yield* refunds.setConfirmedHandler((executionId, txHash) =>
-      Effect.flatMap(Clock.currentTimeMillis, (at) => deliver(executionId, { type: "REFUND_CONFIRMED", at, txHash }))
+      Effect.flatMap(Clock.currentTimeMillis, (at) => deliverIn(executionId, { type: "REFUND_CONFIRMED", at, txHash }))
     )
 
-    /** Calls the agent once and records the outcome in the machine. */
-    const attempt = (row: { readonly id: string; readonly input: unknown }, agent: AgentRecord, capability: Capability) =>
+    /** Calls the agent once; the outcome as the machine event to record (with the columns it carries). */
+    const callAgent = (row: { readonly id: string; readonly input: unknown }, agent: AgentRecord, capability: Capability) =>
       Effect.gen(function* () {
         const reply = yield* Effect.either(
           proxy.call({ agentId: agent.id, url: agent.endpoints.execution, requestId: row.id, capabilityId: capability.id, input: row.input })
@@ -358,21 +360,27 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
             })
         })
         if (Either.isRight(outcome)) {
-          yield* deliver(
-            row.id,
-            { type: "AGENT_SUCCEEDED", at, releaseDelayMs: settlementPolicy(agent.trustTier).delayMs },
-            { output: JSON.stringify(outcome.right.body), executionTimeMs: outcome.right.durationMs, completedAt: new Date(at), error: null, errorKind: null }
-          )
-        } else {
-          const failure = outcome.left
-          yield* deliver(
-            row.id,
-            { type: "AGENT_FAILED", at, timedOut: failure.kind === "timeout", error: failure.message },
-            { error: failure.message.slice(0, 2000), errorKind: failure.kind, executionTimeMs: failure.durationMs }
-          )
+          return {
+            success: true,
+            event: { type: "AGENT_SUCCEEDED", at, releaseDelayMs: settlementPolicy(agent.trustTier).delayMs },
+            columns: { output: JSON.stringify(outcome.right.body), executionTimeMs: outcome.right.durationMs, completedAt: new Date(at), error: null, errorKind: null }
+          } as const
         }
-        yield* circuits.observe(agent.id, agent.circuitState, Either.isRight(outcome))
-      }).pipe(Effect.withSpan("Executions.attempt"))
+        const failure = outcome.left
+        return {
+          success: false,
+          event: { type: "AGENT_FAILED", at, timedOut: failure.kind === "timeout", error: failure.message },
+          columns: { error: failure.message.slice(0, 2000), errorKind: failure.kind, executionTimeMs: failure.durationMs }
+        } as const
+      }).pipe(Effect.withSpan("Executions.callAgent"))
+
+    /** A retry's attempt: call, record in its own transaction, tell the circuit. */
+    const attempt = (row: { readonly id: string; readonly input: unknown }, agent: AgentRecord, capability: Capability) =>
+      Effect.gen(function* () {
+        const outcome = yield* callAgent(row, agent, capability)
+        yield* deliver(row.id, outcome.event, outcome.columns)
+        yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
+      })
 
     /** Everything checked before payment: the agent, the capability, the input, the circuit, the callback URL. */
     const prepare = (req: ExecuteRequest) =>
@@ -499,64 +507,71 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
         const requestId = newId(ctx.async ? "job" : "req")
         const { agentEarnings, platformCut } = splitAgentFee(agentFee)
         const start = startMachine(executionMachine, { retryWindowMs, deadlineMs: timeoutMs + DEADLINE_GRACE_MS, startedAt: now })
-        const created = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const paymentId = yield* payments.reserve(verified, "execution", requestId)
-            const escrowId = newEscrowId()
-            yield* sql`INSERT INTO executions ${sql.insert({
-              id: requestId,
-              transactionId: newTransactionId(),
-              escrowId,
-              paymentId,
-              payer: verified.payer,
-              agentId: agent.id,
-              capabilityId: capability.id,
-              input: JSON.stringify(req.input),
-              requestHash,
-              idempotencyKey: req.idempotencyKey ?? null,
-              mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
-              callbackUrl: callbackUrl ?? null,
-              status: executionStatus(start.state, start.snapshot.context),
-              state: start.state,
-              machineSnapshot: JSON.stringify(start.persisted),
-              price: price.toString(),
-              platformFee: EXECUTION_PLATFORM_FEE.toString(),
-              agentFee: agentFee.toString(),
-              platformCut: platformCut.toString(),
-              agentEarnings: agentEarnings.toString(),
-              createdAt: new Date(now),
-              updatedAt: new Date(now)
-            })}`
-            yield* sql`INSERT INTO escrows ${sql.insert({ id: escrowId, executionId: requestId, agentId: agent.id, amount: price.toString(), status: "held" })}`
-            // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.
-            yield* ledger.transfer({
-              kind: "escrow_hold",
-              movements: [{ debit: Accounts.settlementReceivable, credit: Accounts.escrow, amount: price }],
-              paymentId,
-              agentId: agent.id,
-              subjectId: requestId
-            })
-            yield* outbox.emit("payment.received", agent.id, {
-              paymentId,
-              purpose: "execution",
-              requestId,
-              agentId: agent.id,
-              amount: formatUsdc(price),
-              payer: verified.payer
-            })
-            for (const timer of actionsOf<{ event: "AGENT_DEADLINE"; at: number }>(start, "scheduleTimer")) {
-              yield* machines.schedule("execution", requestId, { type: timer.event, at: timer.at }, timer.at)
-            }
-            yield* machines.record("execution", requestId, [{ event: { type: "CREATED" }, from: null, to: start.state, at: now }])
-            if (callbackUrl !== undefined) yield* callbacks.arm(requestId, callbackUrl)
-            return { paymentId }
-          })
-        ).pipe(
-          Effect.catchTag("SqlError", (error) =>
+        // Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the reservation,
+        // the execution with its machine snapshot, the escrow, the ledger hold, the outbox event, the deadline timer and
+        // the first transitions.
+        const reservation = payments.reserveStatements(verified, "execution", requestId, now)
+        const paymentId = reservation.id
+        const escrowId = newEscrowId()
+        // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.
+        const hold = yield* ledger.transferStatements({
+          kind: "escrow_hold",
+          movements: [{ debit: Accounts.settlementReceivable, credit: Accounts.escrow, amount: price }],
+          paymentId,
+          agentId: agent.id,
+          subjectId: requestId
+        }).pipe(Effect.orDie)
+        const created = yield* batch(sql, [
+          ...reservation.statements,
+          sql`INSERT INTO executions ${sql.insert({
+            id: requestId,
+            transactionId: newTransactionId(),
+            escrowId,
+            paymentId,
+            payer: verified.payer,
+            agentId: agent.id,
+            capabilityId: capability.id,
+            input: JSON.stringify(req.input),
+            requestHash,
+            idempotencyKey: req.idempotencyKey ?? null,
+            mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
+            callbackUrl: callbackUrl ?? null,
+            status: executionStatus(start.state, start.snapshot.context),
+            state: start.state,
+            machineSnapshot: JSON.stringify(start.persisted),
+            price: price.toString(),
+            platformFee: EXECUTION_PLATFORM_FEE.toString(),
+            agentFee: agentFee.toString(),
+            platformCut: platformCut.toString(),
+            agentEarnings: agentEarnings.toString(),
+            createdAt: new Date(now),
+            updatedAt: new Date(now)
+          })}`,
+          sql`INSERT INTO escrows ${sql.insert({ id: escrowId, executionId: requestId, agentId: agent.id, amount: price.toString(), status: "held" })}`,
+          ...hold.statements,
+          outbox.emitStatement("payment.received", agent.id, {
+            paymentId,
+            purpose: "execution",
+            requestId,
+            agentId: agent.id,
+            amount: formatUsdc(price),
+            payer: verified.payer
+          }),
+          ...actionsOf<{ event: "AGENT_DEADLINE"; at: number }>(start, "scheduleTimer").map((timer) =>
+            machines.scheduleStatement("execution", requestId, { type: timer.event, at: timer.at }, timer.at)
+          ),
+          ...(callbackUrl === undefined ? [] : [callbacks.armStatement(requestId, callbackUrl)]),
+          machines.recordStatement([
+            reservation.transition,
+            { machine: "execution", actorId: requestId, event: { type: "CREATED" }, from: null, to: start.state, at: now }
+          ])
+        ]).pipe(
+          Effect.as({ paymentId }),
+          Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> =>
             isUniqueViolation(error, "executions_idempotency") && req.idempotencyKey !== undefined
               ? Effect.flatMap(findIdempotent(verified.payer, req.idempotencyKey), (existing) =>
                 Option.isSome(existing) ? repeat(existing.value, requestHash) : Effect.die(error))
-              : Effect.die(error)),
+              : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))),
           Effect.catchTag("PaymentRejected", (rejection) =>
             Effect.zipRight(
               giveBack,
@@ -571,11 +586,18 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
         )
         if ("_tag" in created) return created
 
-        // Settle on chain and call the agent at the same time; the machine releases the output only once both are in.
-        const work = Effect.all(
-          [payments.settle(created.paymentId, verified, accepts[0]!), attempt({ id: requestId, input: req.input }, agent, capability)],
-          { concurrency: "unbounded", discard: true }
-        ).pipe(Effect.catchAllCause((cause) => Effect.logError(`execution ${requestId}: background work failed; timers will finish it`, cause)))
+        // Settle on chain and call the agent at the same time, then record both in one transaction; the machine releases
+        // the output only once both are in. A crash in between is finished by the settlement recovery and the deadline timer.
+        const work = Effect.gen(function* () {
+          const [settlement, outcome] = yield* Effect.all(
+            [payments.submit(verified, accepts[0]!), callAgent({ id: requestId, input: req.input }, agent, capability)],
+            { concurrency: "unbounded" }
+          )
+          yield* sql.withTransaction(
+            Effect.zipRight(deliverIn(requestId, outcome.event, outcome.columns), payments.recordIn(created.paymentId, settlement))
+          )
+          yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
+        }).pipe(Effect.catchAllCause((cause) => Effect.logError(`execution ${requestId}: background work failed; timers will finish it`, cause)))
         const fiber = yield* Effect.forkIn(work, scope)
         const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
         if (ctx.async || callbackUrl !== undefined) {

@@ -2,6 +2,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Data, Effect } from "effect"
 import { newId } from "../src/domain/Ids.js"
+import { batch } from "./Batch.js"
 
 /** Fixed platform accounts (see migrations/0001_init.sql). */
 export const Accounts = {
@@ -37,10 +38,10 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
     const sql = yield* SqlClient.SqlClient
 
     /**
-     * Records one balanced transfer. Must run inside the transaction of the state change it
-     * belongs to; the database re-checks the balance at commit (deferred constraint trigger).
+     * The statements of one balanced transfer (the transfer row, then its entries), checked here and again by the
+     * database at commit (deferred constraint trigger). For callers that batch writes; `transfer` runs them.
      */
-    const transfer = (input: TransferInput): Effect.Effect<string, SqlError.SqlError | LedgerInvariantError> =>
+    const transferStatements = (input: TransferInput) =>
       Effect.gen(function* () {
         const movements = input.movements.filter((m) => m.amount !== 0n)
         if (movements.some((m) => m.amount < 0n || m.debit === m.credit)) {
@@ -52,15 +53,27 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           { transferId: id, accountId: m.debit, amount: m.amount.toString() },
           { transferId: id, accountId: m.credit, amount: (-m.amount).toString() }
         ])
-        yield* sql`INSERT INTO ledger_transfers ${sql.insert({
+        return {
           id,
-          kind: input.kind,
-          paymentId: input.paymentId ?? null,
-          agentId: input.agentId ?? null,
-          subjectId: input.subjectId ?? null,
-          memo: input.memo ?? null
-        })}`
-        yield* sql`INSERT INTO ledger_entries ${sql.insert(entries)}`
+          statements: [
+            sql`INSERT INTO ledger_transfers ${sql.insert({
+              id,
+              kind: input.kind,
+              paymentId: input.paymentId ?? null,
+              agentId: input.agentId ?? null,
+              subjectId: input.subjectId ?? null,
+              memo: input.memo ?? null
+            })}`,
+            sql`INSERT INTO ledger_entries ${sql.insert(entries)}`
+          ]
+        }
+      })
+
+    /** Records one balanced transfer in one statement. Must run inside the transaction of the state change it belongs to. */
+    const transfer = (input: TransferInput): Effect.Effect<string, SqlError.SqlError | LedgerInvariantError> =>
+      Effect.gen(function* () {
+        const { id, statements } = yield* transferStatements(input)
+        yield* batch(sql, statements)
         return id
       }).pipe(Effect.withSpan("Ledger.transfer", { attributes: { kind: input.kind } }))
 
@@ -77,6 +90,6 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         Effect.map((rows) => BigInt(rows[0]?.balance ?? "0"))
       )
 
-    return { transfer, openAgentAccounts, balance } as const
+    return { transfer, transferStatements, openAgentAccounts, balance } as const
   })
 }) {}

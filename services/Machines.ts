@@ -80,6 +80,16 @@ export const stepMachine = <M extends AnyStateMachine>(machine: M, persisted: Pe
 export const actionsOf = <P>(step: { readonly actions: ReadonlyArray<MachineAction> }, type: string): Array<P> =>
   step.actions.filter((a) => a.type === type).map((a) => a.params as P)
 
+/** One transition for the history. */
+export interface Transition {
+  readonly machine: string
+  readonly actorId: string
+  readonly event: { readonly type: string }
+  readonly from: string | null
+  readonly to: string
+  readonly at: number
+}
+
 export interface TimerRow {
   readonly id: string
   readonly machine: string
@@ -107,26 +117,27 @@ export class Machines extends Effect.Service<Machines>()("Machines", {
     const sql = yield* SqlClient.SqlClient
     const handlers = new Map<string, TimerHandler>()
 
+    /** The history rows of some transitions, as one statement (for callers that batch writes). */
+    const recordStatement = (entries: ReadonlyArray<Transition>) =>
+      sql`INSERT INTO machine_transitions ${sql.insert(entries.map((e) => ({
+        machine: e.machine,
+        actorId: e.actorId,
+        eventType: e.event.type,
+        event: JSON.stringify(e.event),
+        fromState: e.from,
+        toState: e.to,
+        at: new Date(e.at)
+      })))}`
+
     /** Appends transitions to the history (one statement for all of them). */
     const record = (
       machine: string,
       actorId: string,
       entries: ReadonlyArray<{ readonly event: { readonly type: string }; readonly from: string | null; readonly to: string; readonly at: number }>
-    ) =>
-      entries.length === 0
-        ? Effect.void
-        : sql`INSERT INTO machine_transitions ${sql.insert(entries.map((e) => ({
-          machine,
-          actorId,
-          eventType: e.event.type,
-          event: JSON.stringify(e.event),
-          fromState: e.from,
-          toState: e.to,
-          at: new Date(e.at)
-        })))}`.pipe(Effect.asVoid)
+    ) => (entries.length === 0 ? Effect.void : Effect.asVoid(recordStatement(entries.map((e) => ({ ...e, machine, actorId })))))
 
     /** Arms (or moves) the durable timer that sends `event` to the actor at `at`. */
-    const schedule = (machine: string, actorId: string, event: { readonly type: string; readonly at?: number }, at: number) =>
+    const scheduleStatement = (machine: string, actorId: string, event: { readonly type: string; readonly at?: number }, at: number) =>
       sql`INSERT INTO machine_timers ${sql.insert({
         machine,
         actorId,
@@ -135,7 +146,10 @@ export class Machines extends Effect.Service<Machines>()("Machines", {
         dueAt: new Date(at)
       })}
         ON CONFLICT (machine, actor_id, event_type) WHERE fired_at IS NULL
-        DO UPDATE SET due_at = EXCLUDED.due_at, event = EXCLUDED.event`.pipe(Effect.asVoid)
+        DO UPDATE SET due_at = EXCLUDED.due_at, event = EXCLUDED.event`
+
+    const schedule = (machine: string, actorId: string, event: { readonly type: string; readonly at?: number }, at: number) =>
+      Effect.asVoid(scheduleStatement(machine, actorId, event, at))
 
     const registerTimerHandler = (machine: string, handler: TimerHandler) => Effect.sync(() => void handlers.set(machine, handler))
 
@@ -166,7 +180,7 @@ export class Machines extends Effect.Service<Machines>()("Machines", {
       return due.length
     }).pipe(Effect.withSpan("Machines.fireDue"))
 
-    return { record, schedule, registerTimerHandler, fireDue } as const
+    return { record, recordStatement, schedule, scheduleStatement, registerTimerHandler, fireDue } as const
   })
 }) {}
 

@@ -18,13 +18,15 @@ export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     /** Appends an event; call inside the transaction of its cause. Payload values must be JSON (amounts as decimal strings). */
-    const emit = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
+    const emitStatement = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
       sql`INSERT INTO outbox_events ${sql.insert({
         id: newId("evt"),
         eventType,
         agentId,
         payload: JSON.stringify(payload)
-      })}`.pipe(Effect.asVoid, Effect.withSpan("Outbox.emit", { attributes: { eventType } }))
-    return { emit } as const
+      })}`
+    const emit = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
+      emitStatement(eventType, agentId, payload).pipe(Effect.asVoid, Effect.withSpan("Outbox.emit", { attributes: { eventType } }))
+    return { emit, emitStatement } as const
   })
 }) {}

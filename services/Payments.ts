@@ -13,7 +13,9 @@ import {
 } from "../layers/PaymentVerifier.js"
 import { type SettlementEvent, settlementMachine } from "../machines/settlement.js"
 import type { LedgerInvariantError } from "./Ledger.js"
-import { Machines, type PersistedSnapshot, startMachine, stepMachine } from "./Machines.js"
+import { batch } from "./Batch.js"
+import { Machines, type PersistedSnapshot, startMachine, stepMachine, type Transition } from "./Machines.js"
+import { isUniqueViolation } from "./SqlErrors.js"
 
 export const PaymentPurpose = Schema.Literal("registration", "execution")
 export type PaymentPurpose = typeof PaymentPurpose.Type
@@ -101,17 +103,14 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
     const handlerFor = (purpose: PaymentPurpose) =>
       Effect.fromNullable(handlers.get(purpose)).pipe(Effect.orDieWith(() => new Error(`no handler for payment purpose ${purpose}`)))
 
-    /**
-     * Claims the authorization for this purpose. Must run inside the caller's transaction: the unique
-     * (asset, payer, nonce) key makes a second use fail, even when two requests race.
-     */
-    const reserve = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string) =>
-      Effect.gen(function* () {
-        const id = newPaymentId()
-        const now = yield* Clock.currentTimeMillis
-        const start = startMachine(settlementMachine, {})
-        const rows = yield* sql<{ id: string }>`
-          INSERT INTO payments ${sql.insert({
+    /** The reservation's row and first transition, as statements for a caller that batches its writes. */
+    const reserveStatements = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string, now: number) => {
+      const id = newPaymentId()
+      const start = startMachine(settlementMachine, {})
+      return {
+        id,
+        statements: [
+          sql`INSERT INTO payments ${sql.insert({
             id,
             purpose,
             subjectId,
@@ -128,15 +127,28 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
             status: start.state,
             machineSnapshot: JSON.stringify(start.persisted),
             nextAttemptAt: new Date(now + LEASE_SECONDS * 1000)
-          })}
-          ON CONFLICT DO NOTHING
-          RETURNING id`
-        if (rows.length === 0) {
-          return yield* new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" })
-        }
-        yield* machines.record("settlement", id, [{ event: { type: "RESERVED" }, from: null, to: start.state, at: now }])
-        return id as PaymentId
-      })
+          })}`
+        ],
+        transition: { machine: "settlement", actorId: id, event: { type: "RESERVED" }, from: null, to: start.state, at: now } satisfies Transition
+      }
+    }
+
+    /** A unique key of payments was hit: this authorization (or this very header) was already used. */
+    const alreadyUsed = (error: SqlError.SqlError): Effect.Effect<never, PaymentRejected | SqlError.SqlError> =>
+      isUniqueViolation(error, "payments_authorization_key") || isUniqueViolation(error, "payments_header_key")
+        ? Effect.fail(new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" }))
+        : Effect.fail(error)
+
+    /**
+     * Claims the authorization for this purpose. Must run inside the caller's transaction: the unique
+     * (asset, payer, nonce) key makes a second use fail, even when two requests race.
+     */
+    const reserve = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string) =>
+      Effect.gen(function* () {
+        const reservation = reserveStatements(p, purpose, subjectId, yield* Clock.currentTimeMillis)
+        yield* batch(sql, [...reservation.statements, machines.recordStatement([reservation.transition])])
+        return reservation.id as PaymentId
+      }).pipe(Effect.catchTag("SqlError", alreadyUsed))
 
     const load = (id: string) =>
       sql`SELECT * FROM payments WHERE id = ${id}`.pipe(
@@ -145,12 +157,11 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
       )
 
     /**
-     * Applies an event to the payment's settlement machine in one transaction: the new snapshot, its history,
+     * Applies an event to the payment's settlement machine inside the caller's transaction: the new snapshot, its history,
      * and the purpose's effects (onSettled / onFailed) commit together. Events the state does not accept are no-ops,
      * which makes completion and failure idempotent.
      */
-    const apply = (id: string, event: SettlementEvent) =>
-      sql.withTransaction(
+    const applyIn = (id: string, event: SettlementEvent) =>
         Effect.gen(function* () {
           const rows = yield* sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`
           if (rows[0] === undefined) return
@@ -176,7 +187,8 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
           })} WHERE id = ${id}`
           yield* machines.record("settlement", id, [{ event, from: step.from, to: step.state, at: event.at }])
         })
-      )
+
+    const apply = (id: string, event: SettlementEvent) => sql.withTransaction(applyIn(id, event))
 
     const complete = (id: string, txHash: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => apply(id, { type: "SETTLED", at, txHash })).pipe(Effect.withSpan("Payments.complete"))
@@ -184,24 +196,35 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
     const fail = (id: string, reason: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) => apply(id, { type: "FAILED_FINAL", at, reason })).pipe(Effect.withSpan("Payments.fail"))
 
-    /** Settles on chain, retrying transient RPC faults a few times, then records the outcome in the settlement machine. */
-    const settle = (id: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
+    /** Moves the money on chain, retrying transient RPC faults a few times; records nothing. */
+    const submit = (p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<SettleOutcome> =>
       verifier.settle(p, requirements).pipe(
         Effect.retry({
           while: (e: SettlementError) => !e.final,
           schedule: Schedule.exponential(Duration.millis(200)).pipe(Schedule.intersect(Schedule.recurs(2)))
         }),
-        Effect.matchEffect({
-          onSuccess: (txHash): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
-            Effect.as(complete(id, txHash), { _tag: "Settled", txHash }),
-          onFailure: (error): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
-            error.final
-              ? Effect.as(fail(id, error.reason), { _tag: "Failed", reason: error.reason, message: error.message })
-              : Effect.flatMap(Clock.currentTimeMillis, (at) =>
-                Effect.as(apply(id, { type: "FAILED_TRANSIENT", at, error: error.message }), { _tag: "Pending", message: error.message }))
-        }),
-        Effect.withSpan("Payments.settle")
+        Effect.match({
+          onSuccess: (txHash): SettleOutcome => ({ _tag: "Settled", txHash }),
+          onFailure: (error): SettleOutcome =>
+            error.final ? { _tag: "Failed", reason: error.reason, message: error.message } : { _tag: "Pending", message: error.message }
+        })
       )
+
+    /** Records a settlement outcome in the payment's machine, inside the caller's transaction. */
+    const recordIn = (id: string, outcome: SettleOutcome) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) =>
+        applyIn(
+          id,
+          outcome._tag === "Settled"
+            ? { type: "SETTLED", at, txHash: outcome.txHash }
+            : outcome._tag === "Failed"
+            ? { type: "FAILED_FINAL", at, reason: outcome.reason }
+            : { type: "FAILED_TRANSIENT", at, error: outcome.message }
+        ))
+
+    /** Settles on chain, then records the outcome in its own transaction. */
+    const settle = (id: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<SettleOutcome, SqlError.SqlError | LedgerInvariantError> =>
+      Effect.tap(submit(p, requirements), (outcome) => sql.withTransaction(recordIn(id, outcome))).pipe(Effect.withSpan("Payments.settle"))
 
     /**
      * One pass of the recovery worker: payments whose lease ran out (the process that took them crashed) or whose
@@ -240,7 +263,7 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
       return due.length
     }).pipe(Effect.withSpan("Payments.recoverDue"))
 
-    return { registerPurpose, reserve, settle, complete, fail, load, recoverDue } as const
+    return { registerPurpose, reserve, reserveStatements, alreadyUsed, submit, recordIn, settle, complete, fail, load, recoverDue } as const
   })
 }) {}
 

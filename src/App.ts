@@ -90,10 +90,19 @@ const BannerLive = Layer.effectDiscard(
 )
 
 /** The whole service for a given chain layer (ChainLive in production, an attached devnet in tests). */
+/**
+ * Spans cost CPU on every request and statement (with a stack trace each) and go nowhere until an exporter is wired
+ * (the operators issue brings OpenTelemetry): TRACING=true turns them on.
+ */
+const TracingLive = Layer.unwrapEffect(
+  Effect.map(Config.boolean("TRACING").pipe(Config.withDefault(false)), (enabled) => Layer.setTracerEnabled(enabled))
+)
+
 export const makeAppLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>, options: { readonly banner: boolean } = { banner: true }) =>
   (options.banner ? Layer.merge(HttpLive, BannerLive) : HttpLive).pipe(
     Layer.provide(NodeServerLive),
-    Layer.provideMerge(makeServicesLive(chain))
+    Layer.provideMerge(makeServicesLive(chain)),
+    Layer.provide(TracingLive)
   )
 
 export const AppLive = makeAppLive(ChainLive)
