@@ -54,6 +54,8 @@ export const executionMachine = setup({
     recordOutcome: (_, _params: { readonly success: boolean }) => {},
     /** Host: persist a durable timer that sends `event` at `at`. */
     scheduleTimer: (_, _params: { readonly event: TimerEvent; readonly at: number }) => {},
+    /** Host: drop the pending durable timer for `event` (its deadline no longer matters). */
+    cancelTimer: (_, _params: { readonly event: TimerEvent }) => {},
     /** Host: escrow → platform revenue (fee + cut) and agent available (earnings). */
     releaseEscrow: () => {},
     /** Host: escrow → refunds payable, and queue the on-chain refund. */
@@ -100,6 +102,7 @@ export const executionMachine = setup({
   states: {
     running: {
       entry: { type: "scheduleTimer", params: ({ context }) => ({ event: "AGENT_DEADLINE", at: context.startedAt + context.deadlineMs }) },
+      exit: { type: "cancelTimer", params: { event: "AGENT_DEADLINE" } },
       on: {
         AGENT_SUCCEEDED: {
           target: "completed",

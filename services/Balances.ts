@@ -49,7 +49,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         const available = Accounts.agentAvailable(agentId)
         const rows = yield* sql`
           SELECT
-            (SELECT COALESCE(-SUM(amount), 0) FROM ledger_entries WHERE account_id = ${available})::text AS available,
+            (SELECT COALESCE(-balance, 0) FROM ledger_accounts WHERE id = ${available})::text AS available,
             (SELECT COALESCE(-SUM(e.amount), 0) FROM ledger_entries e JOIN ledger_transfers t ON t.id = e.transfer_id
                WHERE e.account_id = ${available} AND t.kind = 'escrow_release')::text AS total_earned,
             (SELECT COALESCE(SUM(x.agent_earnings), 0) FROM escrows s JOIN executions x ON x.id = s.execution_id

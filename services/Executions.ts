@@ -1,6 +1,6 @@
 // Paid executions: validation before payment, payment + escrow in one transaction, settlement and the agent call in
 // parallel, the execution machine deciding where the held money goes, retries, refunds and status views.
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Config, Effect, Either, Fiber, Option, Schema } from "effect"
 import { AgentProxy, DEFAULT_EXECUTION_TIMEOUT_MS } from "../layers/AgentProxy.js"
 import { AppConfig } from "../layers/Config.js"
@@ -219,12 +219,14 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
             attempts: context.attempts,
             retryUntil: context.retryUntil === null ? null : new Date(context.retryUntil)
           }
+          const lockingLast: Array<Effect.Effect<void, SqlError.SqlError>> = []
           for (const action of step.actions) {
             switch (action.type) {
               case "recordOutcome": {
                 const success = actionsOf<{ success: boolean }>({ actions: [action] }, "recordOutcome")[0]?.success === true
-                // Only root executions move reputation (chained children are recorded, not scored).
-                if (row.depth === 0) yield* reputation.recordOutcome(row.agentId, row.id, success)
+                // Only root executions move reputation (chained children are recorded, not scored). Done last: it locks
+                // the agent's row, which every concurrent execution of this agent needs too.
+                if (row.depth === 0) lockingLast.push(reputation.recordOutcome(row.agentId, row.id, success))
                 yield* success
                   ? outbox.emit("execution.completed", row.agentId, {
                     requestId: row.id,
@@ -239,6 +241,12 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
                     capabilityId: row.capabilityId,
                     error: next.error ?? "failed"
                   })
+                break
+              }
+              case "cancelTimer": {
+                for (const timer of actionsOf<{ event: string }>({ actions: [action] }, "cancelTimer")) {
+                  yield* machines.cancel("execution", id, timer.event)
+                }
                 break
               }
               case "scheduleTimer": {
@@ -296,6 +304,7 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
             updatedAt: new Date(event.at)
           })} WHERE id = ${id}`
           yield* machines.record("execution", id, [{ event, from: step.from, to: step.state, at: event.at }])
+          yield* Effect.all(lockingLast, { discard: true })
           if (step.state === "completed.held" && context.releaseAt !== null) {
             yield* sql`UPDATE escrows SET release_at = ${new Date(context.releaseAt)} WHERE id = ${row.escrowId}`
           }

@@ -84,11 +84,15 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         { id: Accounts.agentPending(agentId), kind: "liability", agentId, description: "Earnings held until the settlement delay passes" }
       ])} ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
 
-    /** Debit-positive balance of an account (liabilities and revenue come out negative). */
+    /**
+     * Debit-positive balance of an account (liabilities and revenue come out negative). Agents' accounts keep theirs
+     * on the account row (maintained by a trigger with every entry); platform accounts are summed.
+     */
     const balance = (accountId: string) =>
-      sql<{ balance: string }>`SELECT COALESCE(SUM(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${accountId}`.pipe(
-        Effect.map((rows) => BigInt(rows[0]?.balance ?? "0"))
-      )
+      (accountId.startsWith("agent:")
+        ? sql<{ balance: string }>`SELECT balance::text AS balance FROM ledger_accounts WHERE id = ${accountId}`
+        : sql<{ balance: string }>`SELECT COALESCE(SUM(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${accountId}`
+      ).pipe(Effect.map((rows) => BigInt(rows[0]?.balance ?? "0")))
 
     return { transfer, transferStatements, openAgentAccounts, balance } as const
   })

@@ -151,6 +151,10 @@ export class Machines extends Effect.Service<Machines>()("Machines", {
     const schedule = (machine: string, actorId: string, event: { readonly type: string; readonly at?: number }, at: number) =>
       Effect.asVoid(scheduleStatement(machine, actorId, event, at))
 
+    /** Drops the actor's pending timer for `eventType`, if any. */
+    const cancel = (machine: string, actorId: string, eventType: string) =>
+      Effect.asVoid(sql`DELETE FROM machine_timers WHERE machine = ${machine} AND actor_id = ${actorId} AND event_type = ${eventType} AND fired_at IS NULL`)
+
     const registerTimerHandler = (machine: string, handler: TimerHandler) => Effect.sync(() => void handlers.set(machine, handler))
 
     /** One pass: claims due timers (lease), hands each to its machine's handler. Returns how many were due. */
@@ -180,7 +184,7 @@ export class Machines extends Effect.Service<Machines>()("Machines", {
       return due.length
     }).pipe(Effect.withSpan("Machines.fireDue"))
 
-    return { record, recordStatement, schedule, scheduleStatement, registerTimerHandler, fireDue } as const
+    return { record, recordStatement, schedule, scheduleStatement, cancel, registerTimerHandler, fireDue } as const
   })
 }) {}
 

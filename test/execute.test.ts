@@ -62,6 +62,8 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
         settlement: { status: "settled" }
       })
       expect(yield* sql`SELECT * FROM ledger_unbalanced_transfers`).toEqual([])
+      // The dead-attempt deadline was dropped when the attempt finished: nothing is left to fire later.
+      expect(yield* sql`SELECT 1 FROM machine_timers WHERE actor_id = ${response.body.data.requestId} AND fired_at IS NULL`).toEqual([])
       // Reputation +1 and a healthy EMA after one success; one event row.
       const [scores] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId}`
       expect(scores?.reputationScore).toBe(51)

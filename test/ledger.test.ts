@@ -73,6 +73,32 @@ layer(TestApp(), { excludeTestServices: true })("double-entry ledger", (it) => {
       }
     }))
 
+  it.effect("agents' maintained balances equal the sum of their entries", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const ledger = yield* Ledger
+      const agentId = crypto.randomUUID()
+      yield* sql`INSERT INTO agents ${sql.insert({
+        id: agentId,
+        wallet: `0x${agentId.replace(/-/g, "").padEnd(40, "0").slice(0, 40)}`,
+        name: "Ledger test",
+        capabilities: "[]",
+        endpoints: JSON.stringify({ execution: "http://127.0.0.1:9/x" }),
+        status: "active"
+      })}`
+      yield* sql.withTransaction(ledger.openAgentAccounts(agentId))
+      for (const amount of [8_500n, 1n, 42n]) {
+        yield* sql.withTransaction(
+          ledger.transfer({ kind: "test", movements: [{ debit: Accounts.escrow, credit: Accounts.agentAvailable(agentId), amount }] })
+        )
+      }
+      expect(yield* ledger.balance(Accounts.agentAvailable(agentId))).toBe(-8_543n)
+      const drift = yield* sql`
+        SELECT a.id FROM ledger_accounts a
+        WHERE a.agent_id IS NOT NULL AND a.balance <> COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.account_id = a.id), 0)`
+      expect(drift).toEqual([])
+    }))
+
   it.effect("every transfer in the database sums to zero", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
