@@ -54,6 +54,16 @@ export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
     /** Local drop only (frequent counters like health and reputation; other processes converge within the TTL). */
     const invalidateLocal = (id: string) => Effect.sync(() => drop(id))
 
-    return { get, set, invalidate, invalidateLocal } as const
+    /**
+     * Applies a change that was just committed to the cached copy, if any (execution outcomes move reputation and
+     * health on every call: dropping the entry each time would make the hot path reload the agent every time).
+     */
+    const patch = (id: string, change: (agent: AgentRecord) => AgentRecord) =>
+      Effect.sync(() => {
+        const hit = entries.get(id)
+        if (hit !== undefined) entries.set(id, { value: change(hit.value), expiresAt: hit.expiresAt })
+      })
+
+    return { get, set, invalidate, invalidateLocal, patch } as const
   })
 }) {}

@@ -15,6 +15,7 @@ export const REPUTATION_FAILURE = -2
 const Updated = Schema.Struct({
   before: Schema.Number,
   after: Schema.Number,
+  healthScore: Schema.Number,
   completedExecutions: Schema.BigInt,
   createdAt: Schema.DateFromSelf,
   trustTier: TrustTier,
@@ -43,8 +44,8 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
             completed_executions = a.completed_executions + ${success ? 1 : 0}::int,
             failed_executions = a.failed_executions + ${success ? 0 : 1}::int
           FROM old WHERE a.id = old.id
-          RETURNING old.reputation_score AS before, a.reputation_score AS after, a.completed_executions, a.created_at,
-                    a.trust_tier, a.trust_tier_override`
+          RETURNING old.reputation_score AS before, a.reputation_score AS after, a.health_score, a.completed_executions,
+                    a.created_at, a.trust_tier, a.trust_tier_override`
         if (rows[0] === undefined) return
         const updated = yield* Effect.orDie(Schema.decodeUnknown(Updated)(rows[0]))
         yield* sql`INSERT INTO reputation_events ${sql.insert({
@@ -59,7 +60,15 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         })}`
         const tier = earnedTier({ ...updated, reputationScore: updated.after }, now)
         if (tier !== updated.trustTier) yield* sql`UPDATE agents SET trust_tier = ${tier} WHERE id = ${agentId}`
-        yield* cache.invalidateLocal(agentId)
+        // Other processes converge within the cache TTL.
+        yield* cache.patch(agentId, (agent) => ({
+          ...agent,
+          reputationScore: updated.after,
+          healthScore: updated.healthScore,
+          healthUpdatedAt: new Date(now),
+          completedExecutions: updated.completedExecutions,
+          trustTier: tier
+        }))
       }).pipe(Effect.withSpan("Reputation.recordOutcome"))
 
     /** A health probe's outcome (health only; probes do not move reputation). */

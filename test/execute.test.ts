@@ -67,6 +67,9 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       // Reputation +1 and a healthy EMA after one success; one event row.
       const [scores] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId}`
       expect(scores?.reputationScore).toBe(51)
+      // The read cache follows the new score at once (the hot path keeps the agent cached and patches it).
+      const read = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
+      expect(read.body.data).toMatchObject({ reputation_score: 51, health_score: 1 })
       const events = yield* sql<{ eventType: string; scoreDelta: number }>`SELECT event_type, score_delta FROM reputation_events WHERE agent_id = ${agentId}`
       expect(events).toEqual([{ eventType: "transaction_success", scoreDelta: 1 }])
       const outbox = yield* sql<{ eventType: string }>`SELECT event_type FROM outbox_events WHERE agent_id = ${agentId} ORDER BY seq`

@@ -1,5 +1,6 @@
 // Renders the benchmark results as docs/performance.md (overwritten on every run).
-import { writeFile } from "node:fs/promises"
+import { readFile, writeFile } from "node:fs/promises"
+import { fileURLToPath } from "node:url"
 import type { ProfileSummary } from "./profile.js"
 import type { BenchReport, PhaseResult, SettlementResult, TargetName } from "./types.js"
 
@@ -347,6 +348,10 @@ const analysis = (r: BenchReport): Array<string> => {
   return out
 }
 
+/** Hand-written analysis kept with the bench (bench/analysis.md), appended to every generated report. */
+const analysisFile = fileURLToPath(new URL("../analysis.md", import.meta.url))
+
 export const writeReport = async (file: string, r: BenchReport): Promise<void> => {
-  await writeFile(file, renderReport(r), "utf8")
+  const analysis = await readFile(analysisFile, "utf8").catch(() => "")
+  await writeFile(file, `${renderReport(r)}${analysis === "" ? "" : `\n${analysis}`}`, "utf8")
 }
