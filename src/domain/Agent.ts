@@ -137,7 +137,8 @@ export const CircuitState = Schema.Literal("closed", "open", "half-open")
 export const TrustTier = Schema.Literal("new", "trusted", "premium")
 export type TrustTier = typeof TrustTier.Type
 
-export const AgentResource = Schema.Struct({
+/** What the stored agent and its public resource share. */
+const agentFields = {
   id: AgentId,
   wallet: Schema.String,
   name: Schema.String,
@@ -146,6 +147,10 @@ export const AgentResource = Schema.Struct({
   capabilities: Schema.Array(Capability),
   endpoints: Endpoints,
   metadata: Schema.NullOr(Json),
+} as const
+
+export const AgentResource = Schema.Struct({
+  ...agentFields,
   status: AgentStatus,
   reputation_score: Schema.Number,
   health_score: Schema.Number,
@@ -163,14 +168,7 @@ export type AgentResource = typeof AgentResource.Type
 
 /** An agent as stored (jsonb columns decoded; capability prices as micro-USDC). */
 export const AgentRecord = Schema.Struct({
-  id: AgentId,
-  wallet: Schema.String,
-  name: Schema.String,
-  description: Schema.NullOr(Schema.String),
-  tags: Schema.Array(Schema.String),
-  capabilities: Schema.Array(Capability),
-  endpoints: Endpoints,
-  metadata: Schema.NullOr(Json),
+  ...agentFields,
   chainSettings: StoredChainSettings,
   status: Schema.Literal("pending", "active", "inactive", "suspended"),
   statusReason: Schema.NullOr(Schema.String),
