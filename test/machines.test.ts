@@ -44,7 +44,9 @@ describe("execution machine", () => {
       { type: "AGENT_SUCCEEDED", at: T0 + 10, releaseDelayMs: 0 }
     ])
     expect(second.last.state).toBe("completed.released")
-    expect(second.last.actions.map((a) => a.type)).toEqual(["recordOutcome", "releaseEscrow"])
+    // Leaving `running` drops the dead-attempt deadline; the result is scored; the money is released.
+    expect(second.last.actions.map((a) => a.type)).toEqual(["cancelTimer", "recordOutcome", "releaseEscrow"])
+    expect(actionsOf(second.last, "cancelTimer")).toEqual([{ event: "AGENT_DEADLINE" }])
   })
 
   it("holds a delayed agent's money until its release time (a durable timer), then releases it", () => {
