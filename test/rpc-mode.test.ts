@@ -1,0 +1,89 @@
+// CHAIN_RPC_URL set: the same code against "a real chain" (here the run's anvil, with a treasury key that is not a dev key).
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Exit, Layer } from "effect"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
+import { createTestClient, type Hex, http, parseEther } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
+import { inject } from "vitest"
+import { ConfigLive } from "../layers/Config.js"
+import { DEV_PRIVATE_KEYS } from "../layers/devnet/anvil.js"
+import { freePort } from "../layers/embeddedPostgres.js"
+import { AppLive } from "../src/App.js"
+import { call, devAccount, paidCall, usdcBalance } from "./support/clients.js"
+import { registration } from "./support/fixtures.js"
+import { freshDatabase } from "./support/harness.js"
+
+const rpcSettings = (overrides: Record<string, string>) =>
+  Effect.gen(function* () {
+    const db = yield* freshDatabase
+    const port = yield* Effect.promise(freePort)
+    const signingKey = generateKeyPairSync("ed25519").privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+    return {
+      port,
+      settings: new Map(Object.entries({
+        DATABASE_URL: db.url,
+        PORT: String(port),
+        CHAIN_RPC_URL: inject("rpcUrl"),
+        USDC_ADDRESS: inject("usdcAddress"),
+        OPERATOR_TOKEN: "rpc-mode-operator-token-0123",
+        PROXY_SIGNING_KEY: signingKey,
+        BACKGROUND_WORKERS: "false",
+        ...overrides
+      }))
+    }
+  })
+
+const build = (settings: Map<string, string>) =>
+  Layer.build(AppLive.pipe(Layer.provide(ConfigLive), Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(settings)))))
+
+describe("CHAIN_RPC_URL mode", () => {
+  it.scopedLive("takes x402 payments into a configured treasury, with private agent URLs refused by default", () =>
+    Effect.gen(function* () {
+      const key = `0x${randomBytes(32).toString("hex")}` as Hex
+      const treasury = privateKeyToAccount(key).address
+      // The treasury pays gas in ETH; give it some on the test chain.
+      const anvil = createTestClient({ mode: "anvil", transport: http(inject("rpcUrl")) })
+      yield* Effect.promise(() => anvil.setBalance({ address: treasury, value: parseEther("100") }))
+      const { port, settings } = yield* rpcSettings({ TREASURY_PRIVATE_KEY: key })
+      yield* build(settings)
+      const baseUrl = `http://127.0.0.1:${port}`
+      const health = yield* Effect.promise(() => call(`${baseUrl}/health`))
+      expect(health.body.data).toMatchObject({ status: "ok", mode: "rpc", settlement: "local", chain: { treasury } })
+
+      const privateUrl = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/agents`, { method: "POST", json: registration(devAccount(1), { endpoints: { execution: "http://127.0.0.1:9/x" } }) }))
+      expect(privateUrl.status).toBe(400)
+
+      const before = yield* Effect.promise(() => usdcBalance(treasury))
+      const created = yield* Effect.promise(() =>
+        paidCall(devAccount(2), `${baseUrl}/api/v1/agents`, {
+          json: registration(devAccount(1), { endpoints: { execution: "http://93.184.216.34/execute" } })
+        }))
+      expect(created.status).toBe(201)
+      expect((yield* Effect.promise(() => usdcBalance(treasury))) - before).toBe(100_000n)
+      const operator = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/operator/agents/${created.body.data.id}/trust-tier`, {
+          method: "POST",
+          json: { tier: "premium" },
+          headers: { authorization: "Bearer rpc-mode-operator-token-0123" }
+        }))
+      expect(operator.status).toBe(200)
+    }), { timeout: 60_000 })
+
+  it.scopedLive("refuses the well-known dev keys and incomplete settings outside devnet", () =>
+    Effect.gen(function* () {
+      const devKey = yield* rpcSettings({ TREASURY_PRIVATE_KEY: DEV_PRIVATE_KEYS[3] ?? "" })
+      const refused = yield* Effect.exit(build(devKey.settings))
+      expect(Exit.isFailure(refused)).toBe(true)
+      expect(String(Exit.isFailure(refused) ? refused.cause : "")).toMatch(/dev key/)
+
+      const missing = yield* rpcSettings({})
+      const incomplete = yield* Effect.exit(build(missing.settings))
+      expect(String(Exit.isFailure(incomplete) ? incomplete.cause : "")).toMatch(/TREASURY_PRIVATE_KEY/)
+
+      const noProxyKey = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
+      noProxyKey.settings.delete("PROXY_SIGNING_KEY")
+      const withoutKey = yield* Effect.exit(build(noProxyKey.settings))
+      expect(String(Exit.isFailure(withoutKey) ? withoutKey.cause : "")).toMatch(/PROXY_SIGNING_KEY/)
+    }), { timeout: 60_000 })
+})
