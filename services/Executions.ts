@@ -667,6 +667,6 @@ export class Executions extends Effect.Service<Executions>()("Executions", {
         return view(Option.getOrThrow(yield* load(id)), true)
       }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.retry"))
 
-    return { execute, status, retry, deliver, load } as const
+    return { execute, status, retry } as const
   })
 }) {}

@@ -150,12 +150,6 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
         return reservation.id as PaymentId
       }).pipe(Effect.catchTag("SqlError", alreadyUsed))
 
-    const load = (id: string) =>
-      sql`SELECT * FROM payments WHERE id = ${id}`.pipe(
-        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.dieMessage(`payment ${id} vanished`) : decodeRow(rows[0]))),
-        Effect.orDie
-      )
-
     /**
      * Applies an event to the payment's settlement machine inside the caller's transaction: the new snapshot, its history,
      * and the purpose's effects (onSettled / onFailed) commit together. Events the state does not accept are no-ops,
@@ -263,7 +257,7 @@ export class Payments extends Effect.Service<Payments>()("Payments", {
       return due.length
     }).pipe(Effect.withSpan("Payments.recoverDue"))
 
-    return { registerPurpose, reserve, reserveStatements, alreadyUsed, submit, recordIn, settle, complete, fail, load, recoverDue } as const
+    return { registerPurpose, reserve, reserveStatements, alreadyUsed, submit, recordIn, settle, recoverDue } as const
   })
 }) {}
 
