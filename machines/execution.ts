@@ -17,14 +17,24 @@ export interface ExecutionContext {
   /** The retry window closed while the settlement was still pending: refund as soon as it settles. */
   readonly windowClosed: boolean
   readonly completedAt: number | null
+  /** Outcomes (success?) waiting for the payment to settle before they count for reputation and health. */
+  readonly unscored: ReadonlyArray<boolean>
   /** Settlement delay of the agent's trust tier at completion (0: instant). */
   readonly releaseDelayMs: number
   readonly releaseAt: number | null
 }
 
 export type ExecutionEvent =
-  | { readonly type: "AGENT_SUCCEEDED"; readonly at: number; readonly releaseDelayMs: number }
-  | { readonly type: "AGENT_FAILED"; readonly at: number; readonly timedOut: boolean; readonly error: string }
+  /** `output` and `durationMs` are stored on the execution's row by the host (not in the snapshot or history). */
+  | { readonly type: "AGENT_SUCCEEDED"; readonly at: number; readonly releaseDelayMs: number; readonly output?: unknown; readonly durationMs?: number }
+  | {
+    readonly type: "AGENT_FAILED"
+    readonly at: number
+    readonly timedOut: boolean
+    readonly error: string
+    readonly kind?: string
+    readonly durationMs?: number
+  }
   | { readonly type: "PAYMENT_SETTLED"; readonly at: number }
   | { readonly type: "PAYMENT_FAILED"; readonly at: number; readonly reason: string }
   | { readonly type: "RETRY"; readonly at: number }
@@ -40,6 +50,7 @@ export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE
 const failure = [
   "openRetryWindow",
   { type: "recordOutcome", params: { success: false } },
+  { type: "queueScore", params: { success: false } },
   { type: "scheduleTimer", params: ({ context }: { readonly context: ExecutionContext }) => ({ event: "RETRY_WINDOW_CLOSED" as const, at: context.retryUntil ?? 0 }) }
 ] as const
 
@@ -50,8 +61,13 @@ export const executionMachine = setup({
     input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number }
   },
   actions: {
-    /** Host: reputation and health (root executions), outbox execution.completed / execution.failed. */
+    /** Host: outbox execution.completed / execution.failed (the client and the agent hear at once). */
     recordOutcome: (_, _params: { readonly success: boolean }) => {},
+    /**
+     * Host: reputation, health and trust counters (root executions), only for outcomes whose payment settled: an
+     * outcome nobody paid for (a front-run or drained authorization) can never farm or sink a score.
+     */
+    scoreOutcomes: (_, _params: { readonly outcomes: ReadonlyArray<boolean> }) => {},
     /** Host: persist a durable timer that sends `event` at `at`. */
     scheduleTimer: (_, _params: { readonly event: TimerEvent; readonly at: number }) => {},
     /** Host: drop the pending durable timer for `event` (its deadline no longer matters). */
@@ -60,7 +76,7 @@ export const executionMachine = setup({
     releaseEscrow: () => {},
     /** Host: escrow → refunds payable, and queue the on-chain refund. */
     startRefund: () => {},
-    /** Host: refunds payable → treasury (the refund left on chain). */
+    /** Host: the escrow is refunded (the refund booked its own treasury movement when its transfer was mined). */
     confirmRefund: (_, _params: { readonly txHash: string }) => {},
     /** Host: escrow → settlement receivable (the payment never arrived, nothing to pay out). */
     voidEscrow: () => {},
@@ -68,6 +84,8 @@ export const executionMachine = setup({
     openRetryWindow: assign({ retryUntil: ({ context, event }) => context.retryUntil ?? event.at + context.retryWindowMs }),
     startAttempt: assign({ attempts: ({ context }) => context.attempts + 1, startedAt: ({ event }) => event.at }),
     markSettled: assign({ payment: "settled" as PaymentStatus }),
+    queueScore: assign({ unscored: ({ context }, params: { readonly success: boolean }) => [...context.unscored, params.success] }),
+    clearScores: assign({ unscored: [] }),
     markPaymentFailed: assign({ payment: "failed" as PaymentStatus })
   },
   guards: {
@@ -77,7 +95,8 @@ export const executionMachine = setup({
     paymentSettled: ({ context }) => context.payment === "settled",
     paymentFailed: ({ context }) => context.payment === "failed",
     refundDue: ({ context }) => context.windowClosed && context.payment === "settled",
-    instant: ({ context }) => context.releaseDelayMs <= 0
+    instant: ({ context }) => context.releaseDelayMs <= 0,
+    scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0
   }
 }).createMachine({
   id: "execution",
@@ -92,12 +111,18 @@ export const executionMachine = setup({
     payment: "pending",
     windowClosed: false,
     completedAt: null,
+    unscored: [],
     releaseDelayMs: 0,
     releaseAt: null
   }),
   on: {
     PAYMENT_SETTLED: { actions: "markSettled" },
     PAYMENT_FAILED: { actions: "markPaymentFailed" }
+  },
+  // Outcomes count once their payment settled (at once when it already had).
+  always: {
+    guard: "scoreDue",
+    actions: [{ type: "scoreOutcomes", params: ({ context }) => ({ outcomes: context.unscored }) }, "clearScores"]
   },
   states: {
     running: {
@@ -108,7 +133,8 @@ export const executionMachine = setup({
           target: "completed",
           actions: [
             assign({ completedAt: ({ event }) => event.at, releaseDelayMs: ({ event }) => event.releaseDelayMs }),
-            { type: "recordOutcome", params: { success: true } }
+            { type: "recordOutcome", params: { success: true } },
+            { type: "queueScore", params: { success: true } }
           ]
         },
         AGENT_FAILED: [

@@ -9,7 +9,8 @@ export interface SettlementContext {
 }
 
 export type SettlementEvent =
-  | { readonly type: "SETTLED"; readonly at: number; readonly txHash: string }
+  /** `block`: where the transfer was mined (whoever sent it); null when only a facilitator's word is known. */
+  | { readonly type: "SETTLED"; readonly at: number; readonly txHash: string; readonly block?: string | null }
   /** RPC unreachable, no receipt yet: try again later. */
   | { readonly type: "FAILED_TRANSIENT"; readonly at: number; readonly error: string }
   /** It can never settle (reverted, funds gone, authorization expired or used elsewhere). */

@@ -22,7 +22,7 @@ import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "./Ledger.js"
 import { Outbox } from "./Outbox.js"
 import { isUniqueViolation } from "./SqlErrors.js"
-import { type PaymentRow, Payments } from "./Payments.js"
+import { Payments } from "./payments/Payments.js"
 import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
 export const toResource = (agent: AgentRecord): AgentResource => {
@@ -139,36 +139,6 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         })
       )
 
-    /** The registration fee settled: the agent goes live with its ledger accounts, in the settlement's transaction. */
-    const onRegistrationSettled = (payment: PaymentRow, txHash: string) =>
-      Effect.gen(function* () {
-        const agentId = payment.subjectId
-        yield* sql`UPDATE agents SET status = 'active', registration_tx_hash = ${txHash}, updated_at = now()
-                   WHERE id = ${agentId} AND status = 'pending'`
-        yield* ledger.openAgentAccounts(agentId)
-        yield* ledger.transfer({
-          kind: "registration_fee",
-          movements: [{ debit: Accounts.treasury, credit: Accounts.platformRevenue, amount: payment.amount }],
-          paymentId: payment.id,
-          agentId,
-          subjectId: agentId
-        })
-        yield* outbox.emit("payment.received", agentId, {
-          paymentId: payment.id,
-          purpose: "registration",
-          agentId,
-          amount: formatUsdc(payment.amount),
-          payer: payment.payer,
-          txHash
-        })
-        yield* outbox.emit("agent.registered", agentId, { agentId })
-      })
-
-    /** The fee can never settle: the pending agent is removed, freeing the wallet. */
-    const onRegistrationFailed = (payment: PaymentRow) =>
-      sql`DELETE FROM agents WHERE id = ${payment.subjectId} AND status = 'pending'`.pipe(Effect.asVoid)
-
-    yield* payments.registerPurpose("registration", { onSettled: onRegistrationSettled, onFailed: onRegistrationFailed })
 
     /**
      * Registration: every check runs before the payment is looked at, so a bad request is never charged.

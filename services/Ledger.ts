@@ -29,6 +29,9 @@ export interface TransferInput {
   readonly agentId?: string
   readonly subjectId?: string
   readonly memo?: string
+  /** Treasury movements: the on-chain transaction and the block it was mined in (reconciliation compares by block). */
+  readonly chainBlock?: bigint | null
+  readonly txHash?: string | null
 }
 
 export class LedgerInvariantError extends Data.TaggedError("LedgerInvariantError")<{ readonly message: string }> {}
@@ -62,7 +65,9 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
               paymentId: input.paymentId ?? null,
               agentId: input.agentId ?? null,
               subjectId: input.subjectId ?? null,
-              memo: input.memo ?? null
+              memo: input.memo ?? null,
+              chainBlock: input.chainBlock === undefined || input.chainBlock === null ? null : input.chainBlock.toString(),
+              txHash: input.txHash ?? null
             })}`,
             sql`INSERT INTO ledger_entries ${sql.insert(entries)}`
           ]

@@ -9,21 +9,34 @@ import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
 import { UrlGuard } from "../layers/UrlGuard.js"
+import { AgentProxy } from "../layers/AgentProxy.js"
+import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
 import { AgentCache } from "../services/AgentCache.js"
 import { Agents } from "../services/Agents.js"
+import { Balances } from "../services/Balances.js"
+import { Callbacks, CallbacksWorkerLive } from "../services/Callbacks.js"
+import { CircuitMachine } from "../services/circuits/circuitSpec.js"
+import { Circuits } from "../services/circuits/Circuits.js"
+import { AgentCall } from "../services/executions/AgentCall.js"
+import { ExecutionMachine } from "../services/executions/executionSpec.js"
+import { Executions } from "../services/executions/Executions.js"
+import { ExecutionsRepo } from "../services/executions/Repo.js"
 import { JsonSchemas } from "../services/JsonSchemas.js"
 import { Ledger } from "../services/Ledger.js"
 import { Outbox } from "../services/Outbox.js"
-import { Payments, PaymentsRecoveryLive } from "../services/Payments.js"
-import { AgentProxy } from "../layers/AgentProxy.js"
-import { Balances } from "../services/Balances.js"
-import { Callbacks, CallbacksWorkerLive } from "../services/Callbacks.js"
-import { Circuits } from "../services/Circuits.js"
-import { Executions } from "../services/Executions.js"
-import { Machines, TimersWorkerLive } from "../services/Machines.js"
+import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
+import { PaymentsRepo } from "../services/payments/Repo.js"
+import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/RateLimits.js"
-import { Refunds, RefundsWorkerLive } from "../services/Refunds.js"
+import { Refunds } from "../services/refunds/Refunds.js"
+import { RefundsRepo } from "../services/refunds/Repo.js"
 import { HealthProbesLive, Reputation } from "../services/Reputation.js"
+import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
+import { TreasuryRepo } from "../services/treasury/Repo.js"
+import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
+import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
+import { TreasuryWriter } from "../services/treasury/TreasuryWriter.js"
+import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
 import { HttpLive } from "./http/Server.js"
 
@@ -39,15 +52,39 @@ export const OperatorTokenLive = Layer.effect(
 const WorkersLive = Layer.unwrapEffect(
   Effect.map(Config.boolean("BACKGROUND_WORKERS").pipe(Config.withDefault(true)), (enabled) =>
     enabled
-      ? Layer.mergeAll(PaymentsRecoveryLive, TimersWorkerLive(), RefundsWorkerLive, CallbacksWorkerLive, HealthProbesLive, RateLimitPruneLive)
+      ? Layer.mergeAll(
+        PaymentsRecoveryLive,
+        TimersWorkerLive(),
+        TreasuryWorkerLive,
+        ReconciliationWorkerLive,
+        CallbacksWorkerLive,
+        HealthProbesLive,
+        RateLimitPruneLive
+      )
       : Layer.empty)
 )
 
+/** At start: the treasury's nonce catches up with the chain and the ledger's treasury gets its opening balance. */
+const TreasuryStartLive = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const worker = yield* TreasuryWorker
+    const reconciliation = yield* Reconciliation
+    yield* worker.start.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury nonce sync: ${e.message}`)))
+    yield* reconciliation.open.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury opening balance: ${e.message}`)))
+  })
+)
+
+/** Domain services and background workers on top of the database and the given chain layer, bottom layer last. */
 export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
-  WorkersLive.pipe(
-    Layer.provideMerge(Layer.mergeAll(Executions.Default, Balances.Default, OperatorTokenLive)),
-    Layer.provideMerge(Layer.mergeAll(Agents.Default, Circuits.Default, Reputation.Default, RateLimits.Default, Refunds.Default, Callbacks.Default)),
-    Layer.provideMerge(Payments.Default),
+  Layer.mergeAll(WorkersLive, TreasuryStartLive).pipe(
+    Layer.provideMerge(Layer.mergeAll(Executions.Default, Balances.Default, TreasuryWorker.Default, OperatorTokenLive)),
+    Layer.provideMerge(Layer.mergeAll(Agents.Default, AgentCall.Default)),
+    Layer.provideMerge(Layer.mergeAll(Payments.Default, Refunds.Default, Circuits.Default)),
+    Layer.provideMerge(Layer.mergeAll(TreasuryWriter.Default, Reconciliation.Default)),
+    Layer.provideMerge(MachineHost.Default),
+    Layer.provideMerge(MachineRunnersLive),
+    Layer.provideMerge(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default)),
+    Layer.provideMerge(Layer.mergeAll(Callbacks.Default, Reputation.Default)),
     Layer.provideMerge(
       Layer.mergeAll(
         PaymentVerifier.Default,
@@ -56,8 +93,12 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Ledger.Default,
         Outbox.Default,
         AgentCache.Default,
-        Machines.Default,
-        AgentProxy.Default
+        AgentProxy.Default,
+        ExecutionsRepo.Default,
+        PaymentsRepo.Default,
+        TreasuryRepo.Default,
+        RefundsRepo.Default,
+        RateLimits.Default
       )
     ),
     Layer.provideMerge(Layer.mergeAll(PgLive, chain))

@@ -3,7 +3,7 @@ import { createActor, SimulatedClock } from "xstate"
 import { circuitMachine } from "../machines/circuit.js"
 import { type ExecutionEvent, executionMachine, executionStatus } from "../machines/execution.js"
 import { settlementBackoffMs, settlementMachine } from "../machines/settlement.js"
-import { actionsOf, type PersistedSnapshot, startMachine, stepMachine } from "../services/Machines.js"
+import { actionsOf, type PersistedSnapshot, startMachine, stepMachine } from "../machines/step.js"
 
 /** Runs events through a machine the way the service does: persist as JSON after every step, restore before the next. */
 const run = <M extends typeof executionMachine | typeof circuitMachine | typeof settlementMachine>(
@@ -37,15 +37,16 @@ describe("execution machine", () => {
     ])
     expect(first.steps[0]!.state).toBe("completed.awaitingPayment")
     expect(first.last.state).toBe("completed.released")
-    expect(first.last.actions.map((a) => a.type)).toEqual(["releaseEscrow"])
+    // The settlement also makes the result count for reputation (scored only once paid).
+    expect(first.last.actions.map((a) => a.type)).toEqual(["releaseEscrow", "scoreOutcomes"])
 
     const second = run(executionMachine, newExecution().persisted, [
       { type: "PAYMENT_SETTLED", at: T0 + 5 },
       { type: "AGENT_SUCCEEDED", at: T0 + 10, releaseDelayMs: 0 }
     ])
     expect(second.last.state).toBe("completed.released")
-    // Leaving `running` drops the dead-attempt deadline; the result is scored; the money is released.
-    expect(second.last.actions.map((a) => a.type)).toEqual(["cancelTimer", "recordOutcome", "releaseEscrow"])
+    // Leaving `running` drops the dead-attempt deadline; the result is announced; the money is released; the paid result is scored.
+    expect(second.last.actions.map((a) => a.type)).toEqual(["cancelTimer", "recordOutcome", "releaseEscrow", "scoreOutcomes"])
     expect(actionsOf(second.last, "cancelTimer")).toEqual([{ event: "AGENT_DEADLINE" }])
   })
 
@@ -125,6 +126,36 @@ describe("execution machine", () => {
     expect(last.state).toBe("timeout")
     const late: ExecutionEvent = { type: "AGENT_SUCCEEDED", at: T0 + 95_000, releaseDelayMs: 0 }
     expect(stepMachine(executionMachine, last.persisted, late).changed).toBe(false)
+  })
+})
+
+describe("execution machine: scores only paid outcomes", () => {
+  it("scores a success only once its payment settled, and every attempt's outcome in order", () => {
+    const unpaid = run(executionMachine, newExecution().persisted, [{ type: "AGENT_SUCCEEDED", at: T0 + 10, releaseDelayMs: 0 }])
+    expect(actionsOf(unpaid.last, "scoreOutcomes")).toEqual([])
+    const retried = run(executionMachine, newExecution().persisted, [
+      { type: "AGENT_FAILED", at: T0 + 10, timedOut: false, error: "boom" },
+      { type: "RETRY", at: T0 + 20 },
+      { type: "AGENT_SUCCEEDED", at: T0 + 30, releaseDelayMs: 0 },
+      { type: "PAYMENT_SETTLED", at: T0 + 40 }
+    ])
+    expect(retried.steps.slice(0, 3).flatMap((s) => actionsOf(s, "scoreOutcomes"))).toEqual([])
+    expect(actionsOf(retried.last, "scoreOutcomes")).toEqual([{ outcomes: [false, true] }])
+    // Once paid, a later outcome counts at once, and nothing is scored twice.
+    const later = stepMachine(executionMachine, run(executionMachine, newExecution().persisted, [
+      { type: "PAYMENT_SETTLED", at: T0 + 5 },
+      { type: "AGENT_FAILED", at: T0 + 10, timedOut: true, error: "slow" }
+    ]).last.persisted, { type: "RETRY", at: T0 + 20 })
+    expect(actionsOf(later, "scoreOutcomes")).toEqual([])
+  })
+
+  it("never scores an outcome whose payment failed (a front-run or drained authorization cannot farm or sink a score)", () => {
+    const { steps } = run(executionMachine, newExecution().persisted, [
+      { type: "AGENT_SUCCEEDED", at: T0 + 10, releaseDelayMs: 0 },
+      { type: "PAYMENT_FAILED", at: T0 + 20, reason: "insufficient_funds" }
+    ])
+    expect(steps.flatMap((s) => actionsOf(s, "scoreOutcomes"))).toEqual([])
+    expect(steps.at(-1)!.state).toBe("completed.unpaid")
   })
 })
 

@@ -2,7 +2,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { getAddress, type Hex, parseSignature } from "viem"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
-import { Payments } from "../services/Payments.js"
+import { Payments } from "../services/payments/Payments.js"
 import {
   authorizationUsed,
   call,

@@ -2,8 +2,8 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { Accounts, Ledger } from "../services/Ledger.js"
-import { Machines } from "../services/Machines.js"
-import { Refunds } from "../services/Refunds.js"
+import { MachineHost } from "../machines/Host.js"
+import { TreasuryWorker } from "../services/treasury/TreasuryWorker.js"
 import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"
@@ -19,7 +19,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
   it.scoped("a new agent's earnings stay pending for the 24-hour dispute window, then become available", () =>
     Effect.gen(function* () {
       yield* realNow
-      const machines = yield* Machines
+      const machines = yield* MachineHost
       const agent = yield* fakeAgent("echo")
       const agentId = yield* registerAgent(devAccount(1), agent.url)
       const response = yield* execute(devAccount(2), { targetAgentId: agentId, capabilityId: "echo", input: { text: "later" } })
@@ -52,8 +52,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
     Effect.gen(function* () {
       yield* realNow
       const { baseUrl, sql } = yield* TestEnv
-      const machines = yield* Machines
-      const refunds = yield* Refunds
+      const machines = yield* MachineHost
+      const refunds = yield* TreasuryWorker
       const ledger = yield* Ledger
       const agent = yield* fakeAgent({ kind: "json", status: 500, body: { error: "nope" } })
       const agentId = yield* registerAgent(devAccount(3), agent.url, { tier: "premium" })
@@ -100,7 +100,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
     Effect.gen(function* () {
       yield* realNow
       const { sql } = yield* TestEnv
-      const machines = yield* Machines
+      const machines = yield* MachineHost
       const agent = yield* fakeAgent({ kind: "delay", ms: 120_000, then: "echo" })
       const agentId = yield* registerAgent(devAccount(5), agent.url, { tier: "premium" })
       const accepted = yield* execute(devAccount(6), { targetAgentId: agentId, capabilityId: "echo", input: { text: "x" } }, "?async=true")
@@ -121,7 +121,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
     Effect.gen(function* () {
       yield* realNow
       const { baseUrl } = yield* TestEnv
-      const machines = yield* Machines
+      const machines = yield* MachineHost
       const agent = yield* fakeAgent({ kind: "json", status: 500, body: {} })
       const agentId = yield* registerAgent(devAccount(7), agent.url, { tier: "premium" })
       for (let i = 0; i < 5; i++) yield* execute(devAccount(8), { targetAgentId: agentId, capabilityId: "echo", input: { text: "x" } })

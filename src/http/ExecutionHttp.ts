@@ -1,12 +1,13 @@
-// Handlers of /api/v1/execute: map outcomes to 200/202 and failed executions to 502/504, with the execution headers.
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
-import { Effect, Option } from "effect"
-import { Executions, type RequestContext } from "../../services/Executions.js"
+// Handlers of /api/v1/execute: map outcomes to 200/202 and failed executions to 502/504, and turn what the service
+// returns (the payment used, its settlement, rate-limit windows) into the execution headers.
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
 import type { Accepted, ExecutionView } from "../domain/Execution.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
-import { setResponseHeaders } from "./PaymentHeaders.js"
+import { paymentResponseHeader, setResponseHeaders } from "./PaymentHeaders.js"
 
 /** A finished attempt that failed is an error response carrying the execution (so the client can retry it). */
 const settle = (view: ExecutionView): Effect.Effect<{ readonly success: true; readonly data: ExecutionView }, BadGateway | GatewayTimeout> => {
@@ -38,19 +39,28 @@ const retryAfter = (error: unknown) => {
   return typeof seconds === "number" ? setResponseHeaders({ "Retry-After": String(seconds) }) : Effect.void
 }
 
-const context = (request: HttpServerRequest.HttpServerRequest, paymentHeader: string | undefined, async: boolean): RequestContext => ({
-  paymentHeader,
-  clientAddress: Option.getOrElse(request.remoteAddress, () => "unknown"),
-  async,
-  setHeaders: setResponseHeaders
-})
+/** The headers of an accepted payment: keep X-PAYMENT-USED to read or retry; X-PAYMENT-RESPONSE once settled. */
+const paymentHeaders = (payment: PaymentUse) =>
+  setResponseHeaders({
+    "X-PAYMENT-USED": payment.header,
+    ...(payment.rateLimit === null
+      ? {}
+      : {
+        "X-RateLimit-Agent-Remaining": String(payment.rateLimit.agentRemaining),
+        "X-RateLimit-Client-Remaining": String(payment.rateLimit.clientRemaining)
+      }),
+    ...(payment.settlementTxHash === null
+      ? {}
+      : { "X-PAYMENT-RESPONSE": paymentResponseHeader({ txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }) })
+  })
 
 export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handlers) =>
   Effect.gen(function* () {
     const executions = yield* Executions
     return handlers
-      .handle("execute", ({ headers, payload, request, urlParams }) =>
-        executions.execute(payload, context(request, headers["x-payment"], urlParams.async === "true")).pipe(
+      .handle("execute", ({ headers, payload, urlParams }) =>
+        executions.execute(payload, { paymentHeader: headers["x-payment"], async: urlParams.async === "true" }).pipe(
+          Effect.tap((outcome) => paymentHeaders(outcome.payment)),
           Effect.flatMap((outcome): Effect.Effect<
             { readonly success: true; readonly data: ExecutionView } | { readonly success: true; readonly data: typeof Accepted.Type },
             BadGateway | GatewayTimeout
@@ -74,8 +84,9 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
           if (paymentHeader !== undefined) yield* setResponseHeaders({ "X-PAYMENT-USED": paymentHeader.trim() })
           return respond(yield* executions.status(path.requestId, paymentHeader))
         }))
-      .handle("retry", ({ headers, path, request }) =>
-        executions.retry(path.requestId, context(request, headers["x-payment"], false)).pipe(
+      .handle("retry", ({ headers, path }) =>
+        executions.retry(path.requestId, headers["x-payment"]).pipe(
+          Effect.tap(() => setResponseHeaders({ "X-PAYMENT-USED": (headers["x-payment"] ?? "").trim() })),
           Effect.flatMap(settle),
           Effect.tapError(retryAfter)
         ))

@@ -10,6 +10,7 @@ import { Chain, type ChainShape, connectChain } from "../../layers/Chain.js"
 import { ConfigLive } from "../../layers/Config.js"
 import { DEV_PRIVATE_KEYS } from "../../layers/devnet/anvil.js"
 import { freePort } from "../../layers/embeddedPostgres.js"
+import { MoneyFaults, type MoneyFaultsShape } from "../../services/treasury/Faults.js"
 import { makeAppLive } from "../../src/App.js"
 
 export const OPERATOR_TOKEN = "test-operator-token-0123456789"
@@ -54,8 +55,8 @@ export const AttachedDevnet = Layer.effect(
   })
 )
 
-/** The whole service on a real HTTP port, with a fresh database; `settings` override environment variables. */
-export const TestApp = (settings: Record<string, string> = {}) =>
+/** The whole service on a real HTTP port, with a fresh database; `settings` override environment variables, `faults` stand in for crashes and attackers. */
+export const TestApp = (settings: Record<string, string> = {}, options: { readonly faults?: Partial<MoneyFaultsShape> } = {}) =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const db = yield* freshDatabase
@@ -89,6 +90,7 @@ export const TestApp = (settings: Record<string, string> = {}) =>
       return env.pipe(
         Layer.provideMerge(makeAppLive(AttachedDevnet, { banner: false })),
         Layer.provide(ConfigLive),
+        Layer.provide(Layer.succeed(MoneyFaults, { ...MoneyFaults.defaultValue(), ...options.faults })),
         Layer.provide(Layer.setConfigProvider(provider))
       )
     })

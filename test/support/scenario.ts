@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { call, paidCall } from "./clients.js"
 import { capability, registration } from "./fixtures.js"
+import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { OPERATOR_TOKEN, TestEnv } from "./harness.js"
 
 export const echoCapability = (overrides: Record<string, unknown> = {}) =>
@@ -44,3 +45,10 @@ export const execute = (payer: PrivateKeyAccount, body: Record<string, unknown>,
 
 export const balanceOf = (agentId: string) =>
   Effect.flatMap(TestEnv, ({ baseUrl }) => Effect.promise(() => call(`${baseUrl}/api/v1/payments/balance/${agentId}`)))
+
+/** The ledger's treasury equals the treasury's USDC on chain, to the micro-USDC (reconciled at the latest block). */
+export const ledgerMatchesChain = Effect.gen(function* () {
+  const reconciliation = yield* Reconciliation
+  const result = yield* reconciliation.check()
+  return result.drift
+})

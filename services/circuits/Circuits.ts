@@ -1,12 +1,14 @@
-// Each agent's circuit breaker machine: driven by opossum's state changes and by call outcomes, persisted on the agent row.
-import { SqlClient } from "@effect/sql"
-import { Clock, Config, Effect, Stream } from "effect"
-import { AgentProxy, type BreakerChange, DEFAULT_CIRCUIT_RESET_TIMEOUT_MS } from "../layers/AgentProxy.js"
-import { type CircuitEvent, circuitMachine, type CircuitState } from "../machines/circuit.js"
-import type { AgentRecord } from "../src/domain/Agent.js"
-import { Unavailable } from "../src/domain/Errors.js"
-import { AgentCache } from "./AgentCache.js"
-import { actionsOf, Machines, type PersistedSnapshot, startMachine, stepMachine } from "./Machines.js"
+// Each agent's circuit breaker: opossum's state changes and call outcomes drive the shared, persisted machine; an open
+// circuit refuses calls before anything is charged.
+import { Clock, Effect, Stream } from "effect"
+import { AgentProxy, type BreakerChange } from "../../layers/AgentProxy.js"
+import type { CircuitEvent, CircuitState } from "../../machines/circuit.js"
+import { MachineHost } from "../../machines/Host.js"
+import { isPersistedSnapshot } from "../../machines/step.js"
+import type { AgentRecord } from "../../src/domain/Agent.js"
+import { Unavailable } from "../../src/domain/Errors.js"
+import { AgentCache } from "../AgentCache.js"
+import { CircuitMachine } from "./circuitSpec.js"
 
 const eventFor = (change: BreakerChange): CircuitEvent =>
   change.state === "open"
@@ -15,48 +17,27 @@ const eventFor = (change: BreakerChange): CircuitEvent =>
     ? { type: "PROBE", at: change.at }
     : { type: "RESET", at: change.at }
 
-const isPersisted = (value: unknown): value is PersistedSnapshot =>
-  typeof value === "object" && value !== null && "value" in value && "context" in value
-
 /** When an open circuit accepts a trial call, from the stored snapshot. */
 const retryAtOf = (snapshot: unknown): number | null => {
-  if (!isPersisted(snapshot)) return null
+  if (!isPersistedSnapshot(snapshot)) return null
   const context = snapshot.context
   return typeof context === "object" && context !== null && "retryAt" in context && typeof context.retryAt === "number"
     ? context.retryAt
     : null
 }
 
-export class Circuits extends Effect.Service<Circuits>()("Circuits", {
+export class Circuits extends Effect.Service<Circuits>()("circuits/Circuits", {
   scoped: Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const machines = yield* Machines
+    const host = yield* MachineHost
     const proxy = yield* AgentProxy
     const cache = yield* AgentCache
-    const resetTimeoutMs = yield* Config.integer("CIRCUIT_RESET_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_CIRCUIT_RESET_TIMEOUT_MS))
+    const { resetTimeoutMs } = yield* CircuitMachine
 
-    /** Applies one event to the agent's circuit machine; the agent row, the history and any probe timer commit together. */
+    /** Applies one event to the agent's circuit machine (its own transaction); caches learn of a state change after commit. */
     const deliver = (agentId: string, event: CircuitEvent) =>
       Effect.gen(function* () {
-        const changed = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql<{ circuitSnapshot: unknown }>`SELECT circuit_snapshot FROM agents WHERE id = ${agentId} FOR UPDATE`
-            const row = rows[0]
-            if (row === undefined) return false
-            const persisted = isPersisted(row.circuitSnapshot)
-              ? row.circuitSnapshot
-              : startMachine(circuitMachine, { resetTimeoutMs }).persisted
-            const step = stepMachine(circuitMachine, persisted, event)
-            if (!step.changed) return false
-            for (const { at } of actionsOf<{ at: number }>(step, "scheduleProbe")) {
-              yield* machines.schedule("circuit", agentId, { type: "PROBE", at }, at)
-            }
-            yield* sql`UPDATE agents SET circuit_state = ${step.state}, circuit_snapshot = ${JSON.stringify(step.persisted)}, updated_at = now()
-                       WHERE id = ${agentId}`
-            yield* machines.record("circuit", agentId, [{ event, from: step.from, to: step.state, at: event.at }])
-            return step.from !== step.state
-          })
-        )
+        const delivered = yield* host.deliverNow("circuit", agentId, event)
+        const changed = delivered._tag === "Some" && delivered.value.changed && delivered.value.from !== delivered.value.state
         if (changed) yield* cache.invalidate(agentId)
         return changed
       }).pipe(Effect.withSpan("Circuits.deliver"))
@@ -69,15 +50,6 @@ export class Circuits extends Effect.Service<Circuits>()("Circuits", {
         )),
       Effect.forkScoped
     )
-
-    yield* machines.registerTimerHandler("circuit", (timer, markFired) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          yield* markFired
-          const at = yield* Clock.currentTimeMillis
-          yield* deliver(timer.actorId, { type: "PROBE", at })
-        })
-      ))
 
     /** Fail fast (nothing charged) while the circuit is open: this process's opossum, or the shared machine before its retry time. */
     const check = (agent: AgentRecord) =>

@@ -1,0 +1,244 @@
+// The one host for every persisted machine: lock the actor's row, step its machine, run the named actions, save the
+// snapshot, the transition history and the durable timers, all in the caller's transaction. Feature modules describe
+// their machine with a `MachineSpec`; the composition root lists one per kind (a missing kind is a type error).
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import type { AnyStateMachine, EventFromLogic } from "xstate"
+import type { CircuitEvent } from "./circuit.js"
+import type { ExecutionEvent } from "./execution.js"
+import type { SettlementEvent } from "./settlement.js"
+import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
+import type { TreasuryTxEvent } from "./treasuryTx.js"
+
+/** Every persisted machine kind and the events it takes. */
+export interface MachineEvents {
+  readonly execution: ExecutionEvent
+  readonly settlement: SettlementEvent
+  readonly circuit: CircuitEvent
+  readonly treasury: TreasuryTxEvent
+}
+export type MachineKind = keyof MachineEvents
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury"]
+const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
+
+/** What a delivery did (none when the actor does not exist). */
+export interface Delivered {
+  readonly from: string | null
+  readonly state: string
+  /** False when the state did not accept the event: nothing was saved or run. */
+  readonly changed: boolean
+}
+
+export type Deliver = <K extends MachineKind>(
+  kind: K,
+  id: string,
+  event: MachineEvents[K]
+) => Effect.Effect<Option.Option<Delivered>, SqlError.SqlError>
+
+/** What an action handler sees: its actor, the event, and the host's services for effects that belong to the step. */
+export interface ActionContext<M extends AnyStateMachine, Row> {
+  readonly id: string
+  /** The row as locked, before this step. */
+  readonly row: Row
+  readonly event: EventFromLogic<M>
+  readonly step: Step<M>
+  /** Another machine's event, in this same transaction. */
+  readonly deliver: Deliver
+  /** Arms (or moves) the durable timer that sends `event` to this actor at `event.at`. */
+  readonly schedule: (event: { readonly type: string; readonly at: number }) => Effect.Effect<void, SqlError.SqlError>
+  readonly cancel: (eventType: string) => Effect.Effect<void, SqlError.SqlError>
+  /** Runs after the snapshot is saved (for row locks other actors contend on: taken last, held shortest). */
+  readonly later: (effect: Effect.Effect<void, SqlError.SqlError>) => void
+}
+
+type HostActionName<M extends AnyStateMachine, P extends string> = Exclude<ActionOf<M>["type"], P>
+
+/** An action handler; declared as a method so the host can hold every kind's handlers in one map (parameter bivariance). */
+type Handler<Params, Ctx> = {
+  bivarianceHack(params: Params, ctx: Ctx): Effect.Effect<void, SqlError.SqlError>
+}["bivarianceHack"]
+
+/** How the host runs one kind of machine. `pure` lists the machine's assign-only actions (they never reach the host). */
+export interface MachineSpec<M extends AnyStateMachine, Row, P extends ActionOf<M>["type"] = never> {
+  readonly machine: M
+  readonly pure: ReadonlyArray<P>
+  /** Locks the actor's row (SELECT … FOR UPDATE) in the caller's transaction. */
+  readonly lock: (id: string) => Effect.Effect<Option.Option<Row>, SqlError.SqlError>
+  readonly snapshot: (row: Row) => PersistedSnapshot
+  readonly actions: {
+    readonly [N in HostActionName<M, P>]: Handler<ParamsOf<M, N>, ActionContext<M, Row>>
+  }
+  /** Writes the new snapshot and the columns the step changes. */
+  readonly save: (id: string, row: Row, step: Step<M>, event: EventFromLogic<M>) => Effect.Effect<void, SqlError.SqlError>
+  /** Decodes a stored timer event (none when it is not one of this machine's timer events). */
+  readonly timerEvent: (stored: unknown) => Option.Option<EventFromLogic<M>>
+  /** What the history keeps of an event (large payloads such as outputs stay on the row). */
+  readonly historyEvent?: (event: EventFromLogic<M>) => { readonly type: string }
+}
+
+/** A spec with its types closed over: what the host calls. */
+export interface Runner<E> {
+  readonly deliver: (id: string, event: E, deliver: Deliver) => Effect.Effect<Option.Option<Delivered>, SqlError.SqlError>
+  readonly deliverStored: (id: string, stored: unknown, deliver: Deliver) => Effect.Effect<Option.Option<Delivered>, SqlError.SqlError>
+}
+export type Runners = { readonly [K in MachineKind]: Runner<MachineEvents[K]> }
+
+/** The runners of every kind, built at the composition root. */
+export class MachineRunners extends Context.Tag("machines/MachineRunners")<MachineRunners, Runners>() {}
+
+/** The history rows of some transitions and the timer statements, shared by the host and batched creation. */
+export const historyStatement = (
+  sql: SqlClient.SqlClient,
+  entries: ReadonlyArray<{
+    readonly machine: MachineKind
+    readonly actorId: string
+    readonly event: { readonly type: string }
+    readonly from: string | null
+    readonly to: string
+    readonly at: number
+  }>
+) =>
+  sql`INSERT INTO machine_transitions ${sql.insert(entries.map((e) => ({
+    machine: e.machine,
+    actorId: e.actorId,
+    eventType: e.event.type,
+    event: JSON.stringify(e.event),
+    fromState: e.from,
+    toState: e.to,
+    at: new Date(e.at)
+  })))}`
+
+export const scheduleStatement = (
+  sql: SqlClient.SqlClient,
+  machine: MachineKind,
+  actorId: string,
+  event: { readonly type: string; readonly at: number }
+) =>
+  sql`INSERT INTO machine_timers ${sql.insert({
+    machine,
+    actorId,
+    eventType: event.type,
+    event: JSON.stringify(event),
+    dueAt: new Date(event.at)
+  })}
+    ON CONFLICT (machine, actor_id, event_type) WHERE fired_at IS NULL
+    DO UPDATE SET due_at = EXCLUDED.due_at, event = EXCLUDED.event`
+
+const cancelStatement = (sql: SqlClient.SqlClient, machine: MachineKind, actorId: string, eventType: string) =>
+  sql`DELETE FROM machine_timers WHERE machine = ${machine} AND actor_id = ${actorId} AND event_type = ${eventType} AND fired_at IS NULL`
+
+/** Closes a spec over its types: lock → step → actions → save → history (→ later effects). */
+export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["type"]>(
+  sql: SqlClient.SqlClient,
+  kind: MachineKind,
+  spec: MachineSpec<M, Row, P>
+): Runner<EventFromLogic<M>> => {
+  const handlers: Partial<Record<string, Handler<unknown, ActionContext<M, Row>>>> = spec.actions
+  const pure = new Set<string>(spec.pure)
+  const deliver = (id: string, event: EventFromLogic<M>, deliverAny: Deliver) =>
+    Effect.gen(function* () {
+      const found = yield* spec.lock(id)
+      if (Option.isNone(found)) return Option.none<Delivered>()
+      const row = found.value
+      const step = stepMachine(spec.machine, spec.snapshot(row), event)
+      if (!step.changed) return Option.some<Delivered>({ from: step.from, state: step.state, changed: false })
+      const later: Array<Effect.Effect<void, SqlError.SqlError>> = []
+      const ctx: ActionContext<M, Row> = {
+        id,
+        row,
+        event,
+        step,
+        deliver: deliverAny,
+        schedule: (timer) => Effect.asVoid(scheduleStatement(sql, kind, id, timer)),
+        cancel: (eventType) => Effect.asVoid(cancelStatement(sql, kind, id, eventType)),
+        later: (effect) => void later.push(effect)
+      }
+      for (const action of step.actions) {
+        const handler = handlers[action.type]
+        if (handler !== undefined) yield* handler(action.params, ctx)
+        else if (!pure.has(action.type)) return yield* Effect.dieMessage(`${kind} machine: no handler for action ${action.type}`)
+      }
+      yield* spec.save(id, row, step, event)
+      const at = "at" in event && typeof event.at === "number" ? event.at : yield* Clock.currentTimeMillis
+      yield* historyStatement(sql, [{
+        machine: kind,
+        actorId: id,
+        event: spec.historyEvent === undefined ? event : spec.historyEvent(event),
+        from: step.from,
+        to: step.state,
+        at
+      }])
+      yield* Effect.all(later, { discard: true })
+      return Option.some<Delivered>({ from: step.from, state: step.state, changed: true })
+    }).pipe(Effect.withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))
+  return {
+    deliver,
+    deliverStored: (id, stored, deliverAny) =>
+      Option.match(spec.timerEvent(stored), {
+        onNone: () => Effect.as(Effect.logWarning(`${kind} ${id}: stored timer event not understood`), Option.none<Delivered>()),
+        onSome: (event) => deliver(id, event, deliverAny)
+      })
+  }
+}
+
+const TimerRow = Schema.Struct({ id: Schema.String, machine: Schema.String, actorId: Schema.String, event: Schema.Unknown })
+
+/** How long a claimed timer is leased before another worker may take it. */
+const TIMER_LEASE_MS = 30_000
+
+export class MachineHost extends Effect.Service<MachineHost>()("machines/MachineHost", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const runners = yield* MachineRunners
+
+    /** Applies one event to an actor inside the caller's transaction. */
+    const deliver: Deliver = (kind, id, event) => runners[kind].deliver(id, event, deliver)
+
+    /** One event in its own transaction. */
+    const deliverNow: Deliver = (kind, id, event) => sql.withTransaction(deliver(kind, id, event))
+
+    /** One pass: claims due timers (lease), delivers each in its own transaction with the timer marked fired. */
+    const fireDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const due = yield* sql`
+        UPDATE machine_timers SET due_at = ${new Date(now + TIMER_LEASE_MS)}, attempts = attempts + 1
+        WHERE id IN (
+          SELECT id FROM machine_timers WHERE fired_at IS NULL AND due_at <= ${new Date(now)}
+          ORDER BY due_at LIMIT 100 FOR UPDATE SKIP LOCKED)
+        RETURNING id::text, machine, actor_id, event`.pipe(
+        Effect.flatMap(Schema.decodeUnknown(Schema.Array(TimerRow))),
+        Effect.orDie
+      )
+      yield* Effect.forEach(
+        due,
+        (timer) => {
+          const kind = timer.machine
+          if (!isMachineKind(kind)) return Effect.logWarning(`timer ${timer.id}: unknown machine ${kind}`)
+          return sql.withTransaction(
+            Effect.zipRight(
+              sql`UPDATE machine_timers SET fired_at = ${new Date(now)} WHERE id = ${timer.id}`,
+              runners[kind].deliverStored(timer.actorId, timer.event, deliver)
+            )
+          ).pipe(Effect.catchAllCause((cause) => Effect.logError(`timer ${timer.id} (${kind}) failed; retried after its lease`, cause)))
+        },
+        { concurrency: 8, discard: true }
+      )
+      return due.length
+    }).pipe(Effect.withSpan("MachineHost.fireDue"))
+
+    return { deliver, deliverNow, fireDue } as const
+  })
+}) {}
+
+/** The durable timer worker: fires due timers every `interval` (Effect clock, so TestClock drives it in tests). */
+export const TimersWorkerLive = (interval: Duration.DurationInput = Duration.seconds(1)) =>
+  Layer.scopedDiscard(
+    Effect.gen(function* () {
+      const host = yield* MachineHost
+      yield* host.fireDue.pipe(
+        Effect.catchAllCause((cause) => Effect.logError("timer pass failed", cause)),
+        Effect.repeat(Schedule.spaced(interval)),
+        Effect.forkScoped
+      )
+    })
+  )

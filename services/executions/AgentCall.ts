@@ -1,0 +1,62 @@
+// One call to an agent's execution endpoint, its output checked against the capability's outputSchema, as the
+// execution machine's event.
+import { Clock, Effect, Either } from "effect"
+import { AgentProxy } from "../../layers/AgentProxy.js"
+import type { ExecutionEvent } from "../../machines/execution.js"
+import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
+import { unstorableStrings } from "../../src/domain/Json.js"
+import { settlementPolicy } from "../../src/domain/Trust.js"
+import { JsonSchemas } from "../JsonSchemas.js"
+
+export interface CallOutcome {
+  readonly success: boolean
+  readonly event: Extract<ExecutionEvent, { type: "AGENT_SUCCEEDED" | "AGENT_FAILED" }>
+}
+
+export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall", {
+  effect: Effect.gen(function* () {
+    const proxy = yield* AgentProxy
+    const schemas = yield* JsonSchemas
+
+    /** Calls the agent once; the outcome as the machine event to record (the output or error rides on it). */
+    const call = (row: { readonly id: string; readonly input: unknown }, agent: AgentRecord, capability: Capability) =>
+      Effect.gen(function* () {
+        const reply = yield* Effect.either(
+          proxy.call({ agentId: agent.id, url: agent.endpoints.execution, requestId: row.id, capabilityId: capability.id, input: row.input })
+        )
+        const at = yield* Clock.currentTimeMillis
+        const outcome = Either.flatMap(reply, (ok) => {
+          const problems = [
+            ...unstorableStrings(ok.body, "output"),
+            ...(capability.outputSchema === undefined ? [] : schemas.validate(capability.outputSchema, ok.body, "output"))
+          ]
+          return problems.length === 0
+            ? Either.right(ok)
+            : Either.left({
+              kind: "invalid_output" as const,
+              message: `the agent's output does not match its outputSchema: ${problems.slice(0, 5).map((p) => `${p.path} ${p.message}`).join("; ")}`,
+              durationMs: ok.durationMs
+            })
+        })
+        if (Either.isRight(outcome)) {
+          return {
+            success: true,
+            event: {
+              type: "AGENT_SUCCEEDED",
+              at,
+              releaseDelayMs: settlementPolicy(agent.trustTier).delayMs,
+              output: outcome.right.body,
+              durationMs: outcome.right.durationMs
+            }
+          } satisfies CallOutcome
+        }
+        const failure = outcome.left
+        return {
+          success: false,
+          event: { type: "AGENT_FAILED", at, timedOut: failure.kind === "timeout", error: failure.message, kind: failure.kind, durationMs: failure.durationMs }
+        } satisfies CallOutcome
+      }).pipe(Effect.withSpan("Executions.callAgent"))
+
+    return { call } as const
+  })
+}) {}

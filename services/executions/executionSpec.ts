@@ -1,0 +1,146 @@
+// How the host runs an execution's machine: where the held money goes (ledger transfers with the escrow's status), the
+// outbox events, scores once paid, durable timers and the callback post, all in the transaction of the step.
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { type ExecutionContext, type ExecutionEvent, executionMachine, executionStatus } from "../../machines/execution.js"
+import type { MachineSpec } from "../../machines/Host.js"
+import { isPersistedSnapshot, type PersistedSnapshot, type Step } from "../../machines/step.js"
+import { formatUsdc } from "../../src/domain/Money.js"
+import { Callbacks } from "../Callbacks.js"
+import { Accounts, Ledger, type Movement } from "../Ledger.js"
+import { Outbox } from "../Outbox.js"
+import { RefundsRepo } from "../refunds/Repo.js"
+import { Reputation } from "../Reputation.js"
+import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { CALLBACK_STATES, forCallback } from "./View.js"
+
+const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
+
+/** Snapshots stored before a context field existed get its initial value. */
+const snapshotOf = (row: ExecutionRow): PersistedSnapshot => {
+  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [] } }
+  const context = row.machineSnapshot.context
+  return { value: row.machineSnapshot.value, context: typeof context === "object" && context !== null ? { unscored: [], ...context } : context }
+}
+
+/** The row's columns an event changes (the agent's output or error, and what the machine derived). */
+const columnsOf = (step: Step<typeof executionMachine>, event: ExecutionEvent) => {
+  const context: ExecutionContext = step.snapshot.context
+  const status = executionStatus(step.state, context)
+  return {
+    status,
+    state: step.state,
+    attempts: context.attempts,
+    retryUntil: context.retryUntil === null ? null : new Date(context.retryUntil),
+    ...(event.type === "AGENT_SUCCEEDED"
+      ? { executionTimeMs: event.durationMs ?? null, completedAt: new Date(event.at), error: null, errorKind: null }
+      : {}),
+    ...(event.type === "AGENT_FAILED" ? { error: event.error.slice(0, 2000), errorKind: event.kind ?? null, executionTimeMs: event.durationMs ?? null } : {}),
+    ...(event.type === "RETRY" ? { error: null, errorKind: null } : {})
+  }
+}
+
+export type ExecutionSpec = MachineSpec<
+  typeof executionMachine,
+  ExecutionRow,
+  "openRetryWindow" | "startAttempt" | "markSettled" | "markPaymentFailed" | "queueScore" | "clearScores"
+>
+
+export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("executions/ExecutionMachine", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* ExecutionsRepo
+    const ledger = yield* Ledger
+    const outbox = yield* Outbox
+    const reputation = yield* Reputation
+    const refunds = yield* RefundsRepo
+    const callbacks = yield* Callbacks
+
+    /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
+    const moveEscrow = (row: ExecutionRow, kind: string, status: "released" | "refunding" | "refunded" | "void", at: number, movements: ReadonlyArray<Movement>) =>
+      Effect.zipRight(
+        ledger.transfer({ kind, movements, paymentId: row.paymentId, agentId: row.agentId, subjectId: row.id }).pipe(
+          Effect.catchTag("LedgerInvariantError", Effect.die)
+        ),
+        repo.setEscrow(row.escrowId, status, at)
+      )
+
+    const spec: ExecutionSpec = {
+      machine: executionMachine,
+      pure: ["openRetryWindow", "startAttempt", "markSettled", "markPaymentFailed", "queueScore", "clearScores"],
+      lock: repo.lock,
+      snapshot: snapshotOf,
+      actions: {
+        recordOutcome: ({ success }, { row, event }) =>
+          success
+            ? outbox.emit("execution.completed", row.agentId, {
+              requestId: row.id,
+              agentId: row.agentId,
+              capabilityId: row.capabilityId,
+              executionTime: event.type === "AGENT_SUCCEEDED" ? event.durationMs ?? null : row.executionTimeMs,
+              earnings: formatUsdc(row.agentEarnings)
+            })
+            : outbox.emit("execution.failed", row.agentId, {
+              requestId: row.id,
+              agentId: row.agentId,
+              capabilityId: row.capabilityId,
+              error: event.type === "AGENT_FAILED" ? event.error : event.type === "AGENT_DEADLINE" ? "the attempt died without a result" : row.error ?? "failed"
+            }),
+        // Only root executions move reputation (chained children are recorded, not scored). Taken last: it locks the
+        // agent's row, which every concurrent execution of this agent needs too.
+        scoreOutcomes: ({ outcomes }, { row, later }) =>
+          Effect.sync(() => {
+            if (row.depth !== 0) return
+            for (const success of outcomes) later(reputation.recordOutcome(row.agentId, row.id, success))
+          }),
+        scheduleTimer: ({ event, at }, { schedule }) => schedule({ type: event, at }),
+        cancelTimer: ({ event }, { cancel }) => cancel(event),
+        releaseEscrow: (_, { row, event }) =>
+          Effect.gen(function* () {
+            yield* moveEscrow(row, "escrow_release", "released", event.at, [
+              { debit: Accounts.escrow, credit: Accounts.platformRevenue, amount: row.platformFee + row.platformCut },
+              { debit: Accounts.escrow, credit: Accounts.agentAvailable(row.agentId), amount: row.agentEarnings }
+            ])
+            const available = yield* ledger.balance(Accounts.agentAvailable(row.agentId))
+            yield* outbox.emit("escrow.released", row.agentId, {
+              transactionId: row.transactionId,
+              amount: formatUsdc(row.agentEarnings),
+              newAvailableBalance: formatUsdc(-available)
+            })
+          }),
+        startRefund: (_, { row, event }) =>
+          Effect.zipRight(
+            moveEscrow(row, "refund_owed", "refunding", event.at, [{ debit: Accounts.escrow, credit: Accounts.refundsPayable, amount: row.price }]),
+            refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: row.price })
+          ),
+        confirmRefund: ({ txHash }, { row, event }) =>
+          Effect.zipRight(
+            repo.setEscrow(row.escrowId, "refunded", event.at),
+            outbox.emit("execution.refunded", row.agentId, { requestId: row.id, amount: formatUsdc(row.price), txHash })
+          ),
+        voidEscrow: (_, { row, event }) =>
+          moveEscrow(row, "escrow_void", "void", event.at, [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }])
+      },
+      save: (id, row, step, event) =>
+        Effect.gen(function* () {
+          const columns = columnsOf(step, event)
+          const output = event.type === "AGENT_SUCCEEDED" ? { output: event.output ?? null } : {}
+          yield* sql`UPDATE executions SET ${sql.update({
+            ...columns,
+            ...(event.type === "AGENT_SUCCEEDED" ? { output: JSON.stringify(event.output ?? null) } : {}),
+            machineSnapshot: JSON.stringify(step.persisted),
+            updatedAt: new Date(event.at)
+          })} WHERE id = ${id}`
+          const context: ExecutionContext = step.snapshot.context
+          if (step.state === "completed.held" && context.releaseAt !== null) yield* repo.setReleaseAt(row.escrowId, context.releaseAt)
+          if (row.callbackUrl !== null && step.from !== step.state && CALLBACK_STATES.has(step.state)) {
+            const next = { ...row, ...columns, ...output, settlementState: event.type === "PAYMENT_SETTLED" ? "settled" as const : row.settlementState }
+            yield* callbacks.ready(id, columns.status === "completed" ? "execution.completed" : "execution.failed", forCallback(next))
+          }
+        }),
+      timerEvent: (stored) => Option.getRight(Schema.decodeUnknownEither(TimerEvent)(stored)),
+      historyEvent: (event) => (event.type === "AGENT_SUCCEEDED" ? { type: event.type, at: event.at, releaseDelayMs: event.releaseDelayMs, durationMs: event.durationMs } : event)
+    }
+    return { spec } as const
+  })
+}) {}

@@ -1,0 +1,134 @@
+// Accepted payments in PostgreSQL: the reservation (the once-only guard), the settlement machine's row and its lease.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import type { Hex } from "viem"
+import type { VerifiedPayment } from "../../layers/PaymentVerifier.js"
+import { historyStatement } from "../../machines/Host.js"
+import { settlementMachine } from "../../machines/settlement.js"
+import { isPersistedSnapshot, type PersistedSnapshot, startMachine } from "../../machines/step.js"
+import { newPaymentId } from "../../src/domain/Ids.js"
+
+export const PaymentPurpose = Schema.Literal("registration", "execution")
+export type PaymentPurpose = typeof PaymentPurpose.Type
+
+export const PaymentRow = Schema.Struct({
+  id: Schema.String,
+  purpose: PaymentPurpose,
+  subjectId: Schema.String,
+  payer: Schema.String,
+  payTo: Schema.String,
+  asset: Schema.String,
+  network: Schema.String,
+  amount: Schema.BigInt,
+  nonce: Schema.String,
+  validAfter: Schema.BigInt,
+  validBefore: Schema.BigInt,
+  signature: Schema.String,
+  headerSha256: Schema.String,
+  status: Schema.Literal("reserved", "retrying", "settled", "failed"),
+  txHash: Schema.NullOr(Schema.String),
+  failureReason: Schema.NullOr(Schema.String),
+  attempts: Schema.Number,
+  machineSnapshot: Schema.NullOr(Schema.Unknown),
+  treasuryTxId: Schema.NullOr(Schema.String)
+})
+export type PaymentRow = typeof PaymentRow.Type
+const decodeRows = Schema.decodeUnknown(Schema.Array(PaymentRow))
+
+/** A request's settlement holds the payment this long before the recovery worker may take it over. */
+export const PAYMENT_LEASE_MS = 60_000
+
+/** The stored snapshot, or one derived from the status columns (rows written before machines were persisted). */
+export const paymentSnapshot = (row: PaymentRow): PersistedSnapshot =>
+  isPersistedSnapshot(row.machineSnapshot)
+    ? row.machineSnapshot
+    : { value: row.status, context: { attempts: row.attempts, nextAttemptAt: null, txHash: row.txHash, reason: row.failureReason } }
+
+/** The verified payment a stored row came from (for settling it again after a crash). */
+export const verifiedOf = (row: PaymentRow): VerifiedPayment => ({
+  payer: row.payer as `0x${string}`,
+  payTo: row.payTo as `0x${string}`,
+  asset: row.asset as `0x${string}`,
+  network: row.network,
+  amount: row.amount,
+  nonce: row.nonce as Hex,
+  validAfter: row.validAfter,
+  validBefore: row.validBefore,
+  signature: row.signature as Hex,
+  headerSha256: row.headerSha256,
+  payload: {
+    x402Version: 1,
+    scheme: "exact",
+    network: row.network,
+    payload: {
+      signature: row.signature,
+      authorization: {
+        from: row.payer,
+        to: row.payTo,
+        value: row.amount.toString(),
+        validAfter: row.validAfter.toString(),
+        validBefore: row.validBefore.toString(),
+        nonce: row.nonce
+      }
+    }
+  }
+})
+
+export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/PaymentsRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRows(r)))
+
+    /** The reservation's row and first transition, as statements for a caller that batches its writes. */
+    const reserveStatements = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string, now: number) => {
+      const id = newPaymentId()
+      const start = startMachine(settlementMachine, {})
+      return {
+        id,
+        statements: [
+          sql`INSERT INTO payments ${sql.insert({
+            id,
+            purpose,
+            subjectId,
+            payer: p.payer,
+            payTo: p.payTo,
+            asset: p.asset,
+            network: p.network,
+            amount: p.amount.toString(),
+            nonce: p.nonce,
+            validAfter: p.validAfter.toString(),
+            validBefore: p.validBefore.toString(),
+            signature: p.signature,
+            headerSha256: p.headerSha256,
+            status: start.state,
+            machineSnapshot: JSON.stringify(start.persisted),
+            nextAttemptAt: new Date(now + PAYMENT_LEASE_MS)
+          })}`,
+          historyStatement(sql, [{ machine: "settlement", actorId: id, event: { type: "RESERVED" }, from: null, to: start.state, at: now }])
+        ]
+      }
+    }
+
+    const lock = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+    const find = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+
+    const linkTreasuryTx = (paymentId: string, txId: string) =>
+      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id = ${paymentId}`.pipe(Effect.asVoid)
+
+    /** Unfinished payments whose lease ran out (the process that took them died) or whose retry is due; leased to the caller. */
+    const claimDue = (now: number, limit: number) =>
+      rows(sql`
+        UPDATE payments SET next_attempt_at = ${new Date(now + PAYMENT_LEASE_MS)}, attempts = attempts + 1
+        WHERE id IN (
+          SELECT id FROM payments
+          WHERE status IN ('reserved', 'retrying') AND next_attempt_at <= ${new Date(now)}
+          ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING *`)
+
+    /** Keeps a payment leased while its settlement is in flight. */
+    const renewLease = (id: string, until: Date) =>
+      sql`UPDATE payments SET next_attempt_at = GREATEST(next_attempt_at, ${until}) WHERE id = ${id} AND status IN ('reserved', 'retrying')`.pipe(Effect.asVoid)
+
+    return { reserveStatements, lock, find, linkTreasuryTx, claimDue, renewLease } as const
+  })
+}) {}

@@ -1,0 +1,69 @@
+// How the host runs the settlement machine of a payment: what a settled or failed payment does for its purpose
+// (a registration activates its agent, an execution's escrow learns it is backed), booked with the block it was mined in.
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect, Option, Schema } from "effect"
+import type { MachineSpec } from "../../machines/Host.js"
+import { settlementMachine } from "../../machines/settlement.js"
+import { AgentActivation } from "../agents/Activation.js"
+import { Accounts, Ledger } from "../Ledger.js"
+import { paymentSnapshot, type PaymentRow, PaymentsRepo } from "./Repo.js"
+
+const RetryDue = Schema.Struct({ type: Schema.Literal("RETRY_DUE"), at: Schema.Number })
+
+export type SettlementSpec = MachineSpec<typeof settlementMachine, PaymentRow, "noteTxHash" | "noteReason">
+
+export class SettlementMachine extends Effect.Service<SettlementMachine>()("payments/SettlementMachine", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* PaymentsRepo
+    const ledger = yield* Ledger
+    const activation = yield* AgentActivation
+
+    const spec: SettlementSpec = {
+      machine: settlementMachine,
+      pure: ["noteTxHash", "noteReason"],
+      lock: repo.lock,
+      snapshot: paymentSnapshot,
+      actions: {
+        onSettled: ({ txHash }, { row, event, deliver }) =>
+          Effect.gen(function* () {
+            const block = event.type === "SETTLED" && event.block !== undefined && event.block !== null ? BigInt(event.block) : null
+            if (row.purpose === "registration") return yield* activation.settled(row, txHash, block)
+            // The accepted payment arrived on chain: the receivable becomes treasury money.
+            yield* ledger.transfer({
+              kind: "settlement",
+              movements: [{ debit: Accounts.treasury, credit: Accounts.settlementReceivable, amount: row.amount }],
+              paymentId: row.id,
+              subjectId: row.subjectId,
+              chainBlock: block,
+              txHash
+            }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
+            yield* deliver("execution", row.subjectId, { type: "PAYMENT_SETTLED", at: event.at })
+          }),
+        onFailed: ({ reason }, { row, event, deliver }) =>
+          row.purpose === "registration"
+            ? activation.failed(row)
+            : Effect.asVoid(deliver("execution", row.subjectId, { type: "PAYMENT_FAILED", at: event.at, reason })),
+        // The due time is saved with the snapshot (next_attempt_at): the recovery worker is this machine's timer.
+        scheduleRetry: () => Effect.void
+      },
+      save: (id, _row, step, event) =>
+        Effect.gen(function* () {
+          const context = step.snapshot.context
+          const nextAttemptAt = event.type === "FAILED_TRANSIENT" && typeof context.nextAttemptAt === "number" ? context.nextAttemptAt : null
+          yield* sql`UPDATE payments SET ${sql.update({
+            status: step.state,
+            machineSnapshot: JSON.stringify(step.persisted),
+            updatedAt: new Date(event.at),
+            ...(event.type === "SETTLED" ? { txHash: event.txHash, settledAt: new Date(event.at) } : {}),
+            ...(event.type === "FAILED_FINAL" ? { failureReason: event.reason } : {}),
+            ...(event.type === "FAILED_TRANSIENT" ? { failureReason: event.error.slice(0, 500) } : {}),
+            ...(nextAttemptAt === null ? {} : { nextAttemptAt: new Date(nextAttemptAt) })
+          })} WHERE id = ${id}`
+        }),
+      timerEvent: (stored) => Option.getRight(Schema.decodeUnknownEither(RetryDue)(stored))
+    }
+    return { spec, now: Clock.currentTimeMillis } as const
+  }),
+  dependencies: [PaymentsRepo.Default, Ledger.Default, AgentActivation.Default]
+}) {}

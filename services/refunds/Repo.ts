@@ -1,0 +1,23 @@
+// Refunds in PostgreSQL: queued inside the transaction that moves the money to refunds payable.
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect } from "effect"
+import { newId } from "../../src/domain/Ids.js"
+
+export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    /** Queues a refund (one per execution); the refund worker sends it through the treasury writer. */
+    const create = (input: { readonly executionId: string; readonly paymentId: string; readonly to: string; readonly amount: bigint }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        sql`INSERT INTO refunds ${sql.insert({
+          id: newId("rfd"),
+          executionId: input.executionId,
+          paymentId: input.paymentId,
+          toAddress: input.to,
+          amount: input.amount.toString(),
+          status: "pending",
+          nextAttemptAt: new Date(now)
+        })} ON CONFLICT (execution_id) DO NOTHING`).pipe(Effect.asVoid)
+    return { create } as const
+  })
+}) {}

@@ -1,0 +1,127 @@
+// Reconciliation: the ledger's treasury account against the treasury's USDC on chain at one block. Treasury bookings
+// carry the block they were mined in, so a check at block B counts exactly what the chain had done by B.
+import { SqlClient } from "@effect/sql"
+import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Chain } from "../../layers/Chain.js"
+import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
+import { Accounts, Ledger } from "../Ledger.js"
+import { ChainReadError } from "./chainReads.js"
+
+export interface ReconciliationResult {
+  readonly block: bigint
+  readonly chainBalance: bigint
+  readonly ledgerBalance: bigint
+  /** chain − ledger: positive when the treasury holds money the ledger does not show. */
+  readonly drift: bigint
+}
+
+const Last = Schema.Struct({ blockNumber: Schema.BigInt, chainBalance: Schema.BigInt, ledgerBalance: Schema.BigInt, drift: Schema.BigInt, confirmed: Schema.Boolean, checkedAt: Schema.DateFromSelf })
+
+/** A disagreement is confirmed when the same block still disagrees this much later (in-flight bookings have landed). */
+const CONFIRM_AFTER = Duration.seconds(20)
+
+export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/Reconciliation", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const chain = yield* Chain
+    const ledger = yield* Ledger
+
+    const read = <A>(what: string, f: () => Promise<A>) =>
+      Effect.tryPromise({ try: f, catch: (error) => new ChainReadError({ message: `${what}: ${String(error).slice(0, 200)}` }) })
+
+    const chainBalanceAt = (block: bigint) =>
+      read("treasury balance", () =>
+        chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [chain.treasury], blockNumber: block }))
+
+    const ledgerBalanceAt = (block: bigint) =>
+      sql<{ total: string }>`
+        SELECT COALESCE(SUM(e.amount), 0)::text AS total FROM ledger_entries e JOIN ledger_transfers t ON t.id = e.transfer_id
+        WHERE e.account_id = ${Accounts.treasury} AND COALESCE(t.chain_block, 0) <= ${block.toString()}`.pipe(
+        Effect.map((r) => BigInt(r[0]?.total ?? "0"))
+      )
+
+    /** Compares at `block` (default: the latest) and stores the result. */
+    const check = (at?: bigint) =>
+      Effect.gen(function* () {
+        const block = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber()))
+        const [chainBalance, ledgerBalance] = yield* Effect.all([chainBalanceAt(block), Effect.orDie(ledgerBalanceAt(block))])
+        const result: ReconciliationResult = { block, chainBalance, ledgerBalance, drift: chainBalance - ledgerBalance }
+        return result
+      }).pipe(Effect.withSpan("Reconciliation.check"))
+
+    const store = (r: ReconciliationResult, kind: "opening" | "check", confirmed: boolean) =>
+      sql`INSERT INTO treasury_reconciliations ${sql.insert({
+        blockNumber: r.block.toString(),
+        chainBalance: r.chainBalance.toString(),
+        ledgerBalance: r.ledgerBalance.toString(),
+        drift: r.drift.toString(),
+        kind,
+        confirmed
+      })}`.pipe(Effect.asVoid, Effect.orDie)
+
+    /**
+     * Once per database: whatever the treasury held before this ledger reconciled (a new treasury, or drift from older
+     * versions) becomes the opening balance, booked at its block; from then on every difference is drift.
+     */
+    const open = Effect.gen(function* () {
+      const opened = yield* sql`SELECT 1 FROM treasury_reconciliations WHERE kind = 'opening'`.pipe(Effect.orDie)
+      if (opened.length > 0) return
+      const r = yield* check()
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const inserted = yield* sql`INSERT INTO treasury_reconciliations ${sql.insert({
+            blockNumber: r.block.toString(),
+            chainBalance: r.chainBalance.toString(),
+            ledgerBalance: r.ledgerBalance.toString(),
+            drift: r.drift.toString(),
+            kind: "opening",
+            confirmed: true
+          })} ON CONFLICT DO NOTHING RETURNING id`
+          if (inserted.length === 0 || r.drift === 0n) return
+          yield* ledger.transfer({
+            kind: "treasury_opening",
+            movements: [r.drift > 0n
+              ? { debit: Accounts.treasury, credit: "treasury_opening", amount: r.drift }
+              : { debit: "treasury_opening", credit: Accounts.treasury, amount: -r.drift }],
+            chainBlock: r.block,
+            memo: "treasury balance on chain not explained by the ledger when reconciliation started"
+          })
+          if (r.ledgerBalance !== 0n) yield* Effect.logWarning(`treasury opening balance absorbs ${r.drift} micro-USDC of earlier drift`)
+        })
+      ).pipe(Effect.catchTag("LedgerInvariantError", Effect.die), Effect.orDie)
+    })
+
+    /** One worker pass: check the latest block; a disagreement is re-checked at the same block later, then confirmed. */
+    const pass = Effect.gen(function* () {
+      const first = yield* check()
+      if (first.drift === 0n) return yield* store(first, "check", false)
+      yield* Effect.sleep(CONFIRM_AFTER)
+      const again = yield* check(first.block)
+      yield* store(again, "check", again.drift !== 0n)
+      if (again.drift !== 0n) {
+        yield* Effect.logError(`treasury drift: chain ${again.chainBalance} vs ledger ${again.ledgerBalance} at block ${again.block} (${again.drift} micro-USDC)`)
+      }
+    })
+
+    /** The latest stored check: `/health` shows degraded while a confirmed drift is the newest word. */
+    const status = sql`SELECT block_number, chain_balance, ledger_balance, drift, confirmed, checked_at FROM treasury_reconciliations
+                       WHERE kind = 'check' ORDER BY id DESC LIMIT 1`.pipe(
+      Effect.flatMap((r) => (r[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(Schema.decodeUnknown(Last)(r[0]), Option.some))),
+      Effect.orDie
+    )
+
+    return { check, open, pass, status, now: Clock.currentTimeMillis } as const
+  }),
+  dependencies: [Ledger.Default]
+}) {}
+
+export const ReconciliationWorkerLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const reconciliation = yield* Reconciliation
+    yield* reconciliation.pass.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("reconciliation pass failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.seconds(30))),
+      Effect.forkScoped
+    )
+  })
+)

@@ -1,0 +1,107 @@
+// Treasury transactions in PostgreSQL: nonce allocation, the signed rows, their machine snapshots and leases.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { historyStatement } from "../../machines/Host.js"
+import { startMachine } from "../../machines/step.js"
+import { treasuryTxMachine } from "../../machines/treasuryTx.js"
+
+export const TreasuryPurpose = Schema.Literal("settlement", "refund", "gap_fill")
+export type TreasuryPurpose = typeof TreasuryPurpose.Type
+
+export const TreasuryTxRow = Schema.Struct({
+  id: Schema.String,
+  purpose: TreasuryPurpose,
+  subjectId: Schema.String,
+  signer: Schema.String,
+  nonce: Schema.BigInt,
+  toAddress: Schema.String,
+  rawTx: Schema.String,
+  txHash: Schema.String,
+  state: Schema.Literal("signed", "broadcast", "confirmed", "reverted", "dropped"),
+  machineSnapshot: Schema.Unknown,
+  blockNumber: Schema.NullOr(Schema.BigInt),
+  attempts: Schema.Number,
+  createdAt: Schema.DateFromSelf
+})
+export type TreasuryTxRow = typeof TreasuryTxRow.Type
+const decodeRows = Schema.decodeUnknown(Schema.Array(TreasuryTxRow))
+
+export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/TreasuryRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRows(r)))
+
+    /** Makes sure the signer has a nonce row at least `chainNonce` (the chain's count of its mined transactions). */
+    const ensureSigner = (address: string, chainNonce: bigint) =>
+      sql`INSERT INTO treasury_signers (address, next_nonce) VALUES (${address.toLowerCase()}, ${chainNonce.toString()})
+          ON CONFLICT (address) DO UPDATE SET next_nonce = GREATEST(treasury_signers.next_nonce, EXCLUDED.next_nonce), updated_at = now()`
+        .pipe(Effect.asVoid)
+
+    /** Takes the next nonce; the row stays locked until the caller's transaction ends (so it is stored or given back). */
+    const allocateNonce = (address: string) =>
+      sql<{ nonce: string }>`UPDATE treasury_signers SET next_nonce = next_nonce + 1, updated_at = now()
+          WHERE address = ${address.toLowerCase()} RETURNING (next_nonce - 1)::text AS nonce`.pipe(
+        Effect.flatMap((r) => (r[0] === undefined ? Effect.dieMessage(`treasury signer ${address} has no nonce row`) : Effect.succeed(BigInt(r[0].nonce))))
+      )
+
+    /** Stores a signed transaction with its first machine snapshot and history row. */
+    const insert = (input: {
+      readonly id: string
+      readonly purpose: TreasuryPurpose
+      readonly subjectId: string
+      readonly signer: string
+      readonly nonce: bigint
+      readonly to: string
+      readonly raw: string
+      readonly hash: string
+      readonly leaseUntil: Date
+    }) => {
+      const start = startMachine(treasuryTxMachine, {})
+      return Effect.zipRight(
+        sql`INSERT INTO treasury_txs ${sql.insert({
+          id: input.id,
+          purpose: input.purpose,
+          subjectId: input.subjectId,
+          signer: input.signer.toLowerCase(),
+          nonce: input.nonce.toString(),
+          toAddress: input.to.toLowerCase(),
+          rawTx: input.raw,
+          txHash: input.hash.toLowerCase(),
+          state: start.state,
+          machineSnapshot: JSON.stringify(start.persisted),
+          leaseUntil: input.leaseUntil
+        })}`,
+        historyStatement(sql, [{ machine: "treasury", actorId: input.id, event: { type: "SIGNED" }, from: null, to: start.state, at: Date.now() }])
+      ).pipe(Effect.asVoid)
+    }
+
+    const lock = (id: string) => rows(sql`SELECT * FROM treasury_txs WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+    const find = (id: string) => rows(sql`SELECT * FROM treasury_txs WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+
+    /** Unfinished transactions whose lease ran out, lowest nonce first; leased to the caller for `leaseMs`. */
+    const claimDue = (now: number, leaseMs: number, limit: number) =>
+      rows(sql`
+        UPDATE treasury_txs SET lease_until = ${new Date(now + leaseMs)}, attempts = attempts + 1
+        WHERE id IN (SELECT id FROM treasury_txs WHERE state IN ('signed', 'broadcast') AND lease_until <= ${new Date(now)}
+                     ORDER BY nonce LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING *`).pipe(Effect.map((r) => [...r].sort((a, b) => (a.nonce < b.nonce ? -1 : a.nonce > b.nonce ? 1 : 0))))
+
+    /** Keeps a transaction leased to this process while it waits for its receipt. */
+    const renewLease = (id: string, until: Date) =>
+      sql`UPDATE treasury_txs SET lease_until = ${until} WHERE id = ${id} AND state IN ('signed', 'broadcast')`.pipe(Effect.asVoid)
+
+    /** Nonces in [from, to) that have no live transaction: gaps that block every later transaction of the signer. */
+    const gaps = (signer: string, from: bigint, to: bigint) =>
+      sql<{ nonce: string }>`
+        SELECT n::text AS nonce FROM generate_series(${from.toString()}::bigint, ${(to - 1n).toString()}::bigint) AS n
+        WHERE NOT EXISTS (SELECT 1 FROM treasury_txs t WHERE t.signer = ${signer.toLowerCase()} AND t.nonce = n AND t.state <> 'dropped')
+        LIMIT 100`.pipe(Effect.map((r) => r.map((x) => BigInt(x.nonce))))
+
+    const nextNonce = (signer: string) =>
+      sql<{ nextNonce: string }>`SELECT next_nonce::text AS next_nonce FROM treasury_signers WHERE address = ${signer.toLowerCase()}`.pipe(
+        Effect.map((r) => Option.map(Option.fromNullable(r[0]), (x) => BigInt(x.nextNonce)))
+      )
+
+    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, renewLease, gaps, nextNonce } as const
+  })
+}) {}

@@ -1,0 +1,66 @@
+// The treasury worker: sends queued refunds, follows every unfinished treasury transaction to its receipt (rebroadcasting
+// the stored bytes), hands each outcome to its purpose, and fills nonce gaps. Leases let several processes share it.
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { Payments } from "../payments/Payments.js"
+import { Refunds } from "../refunds/Refunds.js"
+import type { TreasuryTxRow } from "./Repo.js"
+import { TreasuryRepo } from "./Repo.js"
+import { TREASURY_LEASE_MS, TreasuryWriter } from "./TreasuryWriter.js"
+import { Reconciliation } from "./Reconciliation.js"
+
+export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/TreasuryWorker", {
+  effect: Effect.gen(function* () {
+    const repo = yield* TreasuryRepo
+    const writer = yield* TreasuryWriter
+    const payments = yield* Payments
+    const refunds = yield* Refunds
+    const reconciliation = yield* Reconciliation
+
+    /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
+    const purposes: Record<TreasuryTxRow["purpose"], (tx: TreasuryTxRow) => Effect.Effect<void, unknown>> = {
+      settlement: payments.resolveTx,
+      refund: refunds.resolveTx,
+      gap_fill: (tx) =>
+        Effect.flatMap(writer.observe(tx), (outcome) =>
+          outcome._tag === "Pending" ? Effect.void : Effect.asVoid(writer.recordIn(tx.id, outcome)).pipe(Effect.withSpan("gap_fill")))
+    }
+
+    /** Unfinished transactions whose lease ran out (their process died or gave up waiting), lowest nonce first. */
+    const followDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const due = yield* repo.claimDue(now, TREASURY_LEASE_MS, 50).pipe(Effect.orDie)
+      // In nonce order: a rebroadcast of a lower nonce unblocks the ones above it.
+      for (const tx of due) {
+        yield* purposes[tx.purpose](tx).pipe(
+          Effect.catchAllCause((cause) => Effect.logWarning(`treasury tx ${tx.id} (${tx.purpose} nonce ${tx.nonce}): will retry after its lease`, cause))
+        )
+      }
+      return due.length
+    })
+
+    /** One full pass: send due refunds, follow in-flight transactions, repair gaps, reconcile when anything moved. */
+    const processDue = Effect.gen(function* () {
+      if (!writer.enabled) return 0
+      const sent = yield* refunds.sendDue
+      const followed = yield* followDue
+      const filled = yield* writer.repairGaps.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair: ${e.message}`), 0)))
+      return sent + followed + filled
+    }).pipe(Effect.withSpan("TreasuryWorker.processDue"))
+
+    /** At start: our nonce row catches up with the chain (fresh database or an older version's transactions). */
+    const start = writer.enabled ? writer.syncNonce : Effect.void
+
+    return { processDue, start, reconcile: reconciliation.check } as const
+  })
+}) {}
+
+export const TreasuryWorkerLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const worker = yield* TreasuryWorker
+    yield* worker.processDue.pipe(
+      Effect.catchAllCause((cause) => Effect.logError("treasury pass failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.seconds(1))),
+      Effect.forkScoped
+    )
+  })
+)

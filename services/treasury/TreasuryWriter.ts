@@ -1,0 +1,219 @@
+// The one writer of treasury transactions: a nonce from PostgreSQL, the signed bytes stored before they are broadcast,
+// rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Clock, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { type Hex, keccak256, type TransactionReceipt } from "viem"
+import { Chain } from "../../layers/Chain.js"
+import { MachineHost } from "../../machines/Host.js"
+import { newId } from "../../src/domain/Ids.js"
+import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
+import { MoneyFaults } from "./Faults.js"
+import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
+
+export class TreasuryError extends Data.TaggedError("TreasuryError")<{ readonly message: string }> {}
+
+/** How long a process owns an in-flight transaction; renewed while it waits for the receipt. */
+export const TREASURY_LEASE_MS = 30_000
+/** How long a request waits for its receipt before leaving the transaction to the worker. */
+const RECEIPT_WAIT_MS = 60_000
+const GAP_FILL_GAS = 21_000n
+
+/** What the chain says about one of our transactions. */
+export type TxOutcome =
+  | { readonly _tag: "Mined"; readonly receipt: TransactionReceipt }
+  /** Its nonce was mined by another transaction: these bytes can never be mined. */
+  | { readonly _tag: "Dropped" }
+  | { readonly _tag: "Pending" }
+
+export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/TreasuryWriter", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const chain = yield* Chain
+    const repo = yield* TreasuryRepo
+    const host = yield* MachineHost
+    const signer = chain.signer
+    const faults = yield* MoneyFaults
+
+    // Fees change slowly; one read serves many signatures (with headroom so a rising base fee does not strand them).
+    let fees: { readonly at: number; readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined
+    const currentFees = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (fees !== undefined && now - fees.at < 10_000) return fees
+      const estimate = yield* Effect.tryPromise({
+        try: () => chain.publicClient.estimateFeesPerGas(),
+        catch: (error) => new TreasuryError({ message: `fee estimate failed: ${String(error).slice(0, 200)}` })
+      })
+      fees = { at: now, maxFeePerGas: estimate.maxFeePerGas * 2n, maxPriorityFeePerGas: estimate.maxPriorityFeePerGas }
+      return fees
+    })
+
+    const requireSigner = Option.match(signer, {
+      onNone: () => Effect.fail(new TreasuryError({ message: "no treasury signer is configured (facilitator mode)" })),
+      onSome: Effect.succeed
+    })
+
+    const signAt = (nonce: bigint, to: `0x${string}`, data: Hex | undefined, gas: bigint) =>
+      Effect.gen(function* () {
+        const s = yield* requireSigner
+        const fee = yield* currentFees
+        const raw = yield* Effect.tryPromise({
+          // A local account: viem signs in-process, no RPC round trip.
+          try: () =>
+            s.walletClient.signTransaction({
+              account: s.account,
+              chain: s.walletClient.chain,
+              type: "eip1559",
+              nonce: Number(nonce),
+              to,
+              ...(data === undefined ? {} : { data }),
+              value: 0n,
+              gas,
+              maxFeePerGas: fee.maxFeePerGas,
+              maxPriorityFeePerGas: fee.maxPriorityFeePerGas
+            }),
+          catch: (error) => new TreasuryError({ message: `signing failed: ${String(error).slice(0, 200)}` })
+        })
+        return { raw, hash: keccak256(raw) }
+      })
+
+    /** Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. */
+    const broadcast = (tx: { readonly id: string; readonly rawTx: string }) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        const sent = yield* Effect.either(Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })))
+        const event = sent._tag === "Right"
+          ? { type: "BROADCAST" as const, at }
+          : { type: "BROADCAST_FAILED" as const, at, error: String(sent.left.error).slice(0, 300) }
+        yield* host.deliverNow("treasury", tx.id, event)
+        return sent._tag === "Right"
+      })
+
+    /** Allocates a nonce, signs and stores the transaction (one database transaction), then broadcasts it. */
+    const submit = (intent: {
+      readonly purpose: TreasuryPurpose
+      readonly subjectId: string
+      readonly to: `0x${string}`
+      readonly data?: Hex
+      readonly gas: bigint
+      /** Runs inside the transaction that stores the signed bytes (e.g. linking the row to its subject). */
+      readonly link?: (txId: string) => Effect.Effect<void, SqlError.SqlError>
+    }) =>
+      Effect.gen(function* () {
+        const s = yield* requireSigner
+        yield* currentFees // outside the nonce lock
+        const id = newId("ttx")
+        const now = yield* Clock.currentTimeMillis
+        const stored = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const nonce = yield* repo.allocateNonce(s.account.address)
+            const { raw, hash } = yield* signAt(nonce, intent.to, intent.data, intent.gas)
+            yield* repo.insert({
+              id,
+              purpose: intent.purpose,
+              subjectId: intent.subjectId,
+              signer: s.account.address,
+              nonce,
+              to: intent.to,
+              raw,
+              hash,
+              leaseUntil: new Date(now + TREASURY_LEASE_MS)
+            })
+            if (intent.link !== undefined) yield* intent.link(id)
+            return { id, rawTx: raw, txHash: hash, nonce }
+          })
+        )
+        yield* faults.afterSign({ id, purpose: intent.purpose })
+        yield* broadcast(stored)
+        yield* faults.afterBroadcast({ id, purpose: intent.purpose })
+        return stored
+      }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
+
+    /** Waits for the receipt (bounded), keeping the lease while it waits. */
+    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = RECEIPT_WAIT_MS) =>
+      Effect.gen(function* () {
+        const renew = yield* Effect.forkScoped(
+          Effect.flatMap(Clock.currentTimeMillis, (now) => repo.renewLease(tx.id, new Date(now + TREASURY_LEASE_MS))).pipe(
+            Effect.catchAll(() => Effect.void),
+            Effect.repeat(Schedule.spaced(Duration.millis(TREASURY_LEASE_MS / 3))),
+            Effect.delay(Duration.millis(TREASURY_LEASE_MS / 3))
+          )
+        )
+        const receipt = yield* Effect.tryPromise({
+          // Ask at once (a devnet mines on submission), then poll.
+          try: () =>
+            chain.publicClient.getTransactionReceipt({ hash: tx.txHash as Hex }).catch(() =>
+              chain.publicClient.waitForTransactionReceipt({ hash: tx.txHash as Hex, timeout: timeoutMs })
+            ),
+          catch: (error) => new ChainReadError({ message: `no receipt for ${tx.txHash}: ${String(error).slice(0, 200)}` })
+        }).pipe(Effect.option)
+        yield* Fiber.interrupt(renew)
+        return receipt
+      }).pipe(Effect.scoped)
+
+    /** Where an unfinished transaction stands on chain: mined, dropped (its nonce went to another), or still pending (rebroadcast). */
+    const observe = (tx: TreasuryTxRow) =>
+      Effect.gen(function* () {
+        const receipt = yield* receiptOf(chain, tx.txHash as Hex)
+        if (Option.isSome(receipt)) return { _tag: "Mined", receipt: receipt.value } satisfies TxOutcome
+        const mined = yield* minedNonce(chain, tx.signer as `0x${string}`)
+        if (mined > tx.nonce) {
+          // The nonce is used, but not by these bytes (a receipt lookup again closes the race with our own mining).
+          const again = yield* receiptOf(chain, tx.txHash as Hex)
+          return Option.isSome(again) ? { _tag: "Mined", receipt: again.value } satisfies TxOutcome : { _tag: "Dropped" } satisfies TxOutcome
+        }
+        yield* broadcast(tx)
+        return { _tag: "Pending" } satisfies TxOutcome
+      })
+
+    /** The treasury machine's side of an outcome, inside the caller's transaction (with the purpose's booking). */
+    const recordIn = (txId: string, outcome: Exclude<TxOutcome, { _tag: "Pending" }>) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) =>
+        host.deliver(
+          "treasury",
+          txId,
+          outcome._tag === "Mined"
+            ? { type: "MINED", at, success: outcome.receipt.status === "success", block: outcome.receipt.blockNumber.toString() }
+            : { type: "DROPPED", at, reason: "nonce used by another transaction" }
+        ))
+
+    /**
+     * Nonces below our next one that the chain has not mined and no live transaction holds block every later
+     * transaction: each is filled with a zero-value self-transfer (its purpose, if any, was re-queued when dropped).
+     */
+    const repairGaps = Effect.gen(function* () {
+      const s = yield* requireSigner
+      const mined = yield* minedNonce(chain, s.account.address)
+      const next = yield* repo.nextNonce(s.account.address)
+      if (Option.isNone(next) || next.value <= mined) return 0
+      const gaps = yield* repo.gaps(s.account.address, mined, next.value)
+      const now = yield* Clock.currentTimeMillis
+      for (const nonce of gaps) {
+        const { raw, hash } = yield* signAt(nonce, s.account.address, undefined, GAP_FILL_GAS)
+        const id = newId("ttx")
+        yield* sql.withTransaction(repo.insert({
+          id,
+          purpose: "gap_fill",
+          subjectId: `nonce:${nonce}`,
+          signer: s.account.address,
+          nonce,
+          to: s.account.address,
+          raw,
+          hash,
+          leaseUntil: new Date(now)
+        }))
+        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`)
+        yield* broadcast({ id, rawTx: raw })
+      }
+      return gaps.length
+    })
+
+    /** Our nonce row is never behind the chain (a fresh database, or transactions sent by an older version or another tool). */
+    const syncNonce = Effect.gen(function* () {
+      const s = yield* requireSigner
+      const next = yield* pendingNonce(chain, s.account.address)
+      yield* repo.ensureSigner(s.account.address, next)
+    })
+
+    return { submit, awaitReceipt, observe, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer) } as const
+  })
+}) {}

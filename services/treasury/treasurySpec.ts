@@ -1,0 +1,36 @@
+// How the host runs a treasury transaction's machine: its row, snapshot and mined block. It has no actions of its own:
+// what a mined or dropped transaction means is booked by its purpose in the same database transaction.
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { MachineSpec } from "../../machines/Host.js"
+import { isPersistedSnapshot } from "../../machines/step.js"
+import { treasuryTxMachine } from "../../machines/treasuryTx.js"
+import { TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
+
+export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow>
+
+export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury/TreasuryMachine", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* TreasuryRepo
+    const spec: TreasurySpec = {
+      machine: treasuryTxMachine,
+      pure: [],
+      lock: repo.lock,
+      snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : { value: row.state, context: { broadcasts: 0, lastError: null } }),
+      actions: {},
+      save: (id, _row, step, event) =>
+        sql`UPDATE treasury_txs SET ${sql.update({
+          state: step.state,
+          machineSnapshot: JSON.stringify(step.persisted),
+          updatedAt: new Date(event.at),
+          ...(event.type === "MINED" ? { blockNumber: event.block, minedAt: new Date(event.at) } : {}),
+          ...(event.type === "BROADCAST_FAILED" ? { lastError: event.error } : {}),
+          ...(event.type === "DROPPED" ? { lastError: event.reason } : {})
+        })} WHERE id = ${id}`.pipe(Effect.asVoid),
+      timerEvent: () => Option.none()
+    }
+    return { spec } as const
+  }),
+  dependencies: [TreasuryRepo.Default]
+}) {}

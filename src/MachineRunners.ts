@@ -1,0 +1,22 @@
+// The machine registry: one runner per persisted machine kind, built from each feature's spec (a missing kind is a type error).
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { MachineRunners, runner, type Runners } from "../machines/Host.js"
+import { CircuitMachine } from "../services/circuits/circuitSpec.js"
+import { ExecutionMachine } from "../services/executions/executionSpec.js"
+import { SettlementMachine } from "../services/payments/settlementSpec.js"
+import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
+
+export const MachineRunnersLive = Layer.effect(
+  MachineRunners,
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const runners: Runners = {
+      execution: runner(sql, "execution", (yield* ExecutionMachine).spec),
+      settlement: runner(sql, "settlement", (yield* SettlementMachine).spec),
+      circuit: runner(sql, "circuit", (yield* CircuitMachine).spec),
+      treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec)
+    }
+    return runners
+  })
+)
