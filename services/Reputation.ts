@@ -36,7 +36,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         const now = yield* Clock.currentTimeMillis
         const delta = success ? REPUTATION_SUCCESS : REPUTATION_FAILURE
         const rows = yield* sql`
-          WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${agentId} FOR UPDATE)
+          WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${agentId} FOR NO KEY UPDATE)
           UPDATE agents a SET
             reputation_score = LEAST(100, GREATEST(0, a.reputation_score + ${delta}::int)),
             health_score = ${HEALTH_ALPHA}::float8 * ${success ? 1 : 0}::float8 + ${1 - HEALTH_ALPHA}::float8 * a.health_score,

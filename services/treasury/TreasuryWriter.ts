@@ -1,7 +1,7 @@
 // The one writer of treasury transactions: a nonce from PostgreSQL, the signed bytes stored before they are broadcast,
 // rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Clock, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
+import { Clock, Config, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import { type Hex, keccak256, type TransactionReceipt } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -14,8 +14,6 @@ export class TreasuryError extends Data.TaggedError("TreasuryError")<{ readonly 
 
 /** How long a process owns an in-flight transaction; renewed while it waits for the receipt. */
 export const TREASURY_LEASE_MS = 30_000
-/** How long a request waits for its receipt before leaving the transaction to the worker. */
-const RECEIPT_WAIT_MS = 60_000
 const GAP_FILL_GAS = 21_000n
 
 /** What the chain says about one of our transactions. */
@@ -33,6 +31,8 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     const host = yield* MachineHost
     const signer = chain.signer
     const faults = yield* MoneyFaults
+    /** How long a request waits for its receipt before leaving the transaction to the worker. */
+    const receiptWaitMs = yield* Config.integer("TREASURY_RECEIPT_WAIT_MS").pipe(Config.withDefault(60_000))
 
     // Fees change slowly; one read serves many signatures (with headroom so a rising base fee does not strand them).
     let fees: { readonly at: number; readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined
@@ -129,7 +129,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
     /** Waits for the receipt (bounded), keeping the lease while it waits. */
-    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = RECEIPT_WAIT_MS) =>
+    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs) =>
       Effect.gen(function* () {
         const renew = yield* Effect.forkScoped(
           Effect.flatMap(Clock.currentTimeMillis, (now) => repo.renewLease(tx.id, new Date(now + TREASURY_LEASE_MS))).pipe(
@@ -161,8 +161,10 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           const again = yield* receiptOf(chain, tx.txHash as Hex)
           return Option.isSome(again) ? { _tag: "Mined", receipt: again.value } satisfies TxOutcome : { _tag: "Dropped" } satisfies TxOutcome
         }
-        yield* broadcast(tx)
-        return { _tag: "Pending" } satisfies TxOutcome
+        // Not mined and its nonce still open: send the same bytes again and give them a moment to be mined.
+        const sent = yield* broadcast(tx)
+        const receiptNow = sent ? yield* awaitReceipt(tx, Math.min(receiptWaitMs, 5_000)) : Option.none()
+        return Option.isSome(receiptNow) ? { _tag: "Mined", receipt: receiptNow.value } satisfies TxOutcome : { _tag: "Pending" } satisfies TxOutcome
       })
 
     /** The treasury machine's side of an outcome, inside the caller's transaction (with the purpose's booking). */
