@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { decodeXPaymentResponse } from "x402-fetch"
 import { authorizationUsed, call, devAccount, paidCall, publicClient, signPayment, TREASURY, usdcBalance, walletAuth } from "./support/clients.js"
 import { registration } from "./support/fixtures.js"
+import { ledgerMatchesChain } from "./support/scenario.js"
 import { TestApp, TestEnv } from "./support/harness.js"
 
 const REGISTRATION_FEE = 100_000n
@@ -110,6 +111,11 @@ layer(TestApp(), { excludeTestServices: true })("agent registry", (it) => {
       const inactive = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${id}`))
       expect(inactive.body.data.status).toBe("inactive")
       expect(inactive.body.data.name).toBe("Summarizer Pro")
+    }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })
 

@@ -4,7 +4,7 @@ import { Accounts, Ledger } from "../services/Ledger.js"
 import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent } from "./support/scenario.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
 
 const PRICE = 11_000n
 
@@ -91,6 +91,11 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "1000", RATE_LIMIT_AGENT_PER_WINDO
       const read = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
       expect(read.body.data.circuitState).toBe("open")
     }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
 })
 
 layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "2", RATE_LIMIT_AGENT_PER_WINDOW: "100" }), { excludeTestServices: true })("rate limits", (it) => {
@@ -116,5 +121,10 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "2", RATE_LIMIT_AGENT_PER_WINDOW: 
       // Another client still gets through.
       const other = yield* execute(devAccount(9), { targetAgentId: agentId, capabilityId: "echo", input: { text: "4" } })
       expect(other.status).toBe(200)
+    }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })

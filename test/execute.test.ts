@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net"
 import { authorizationUsed, call, devAccount, signPayment, TREASURY, usdcBalance } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent } from "./support/scenario.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice
 
@@ -285,5 +285,10 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(post.headers["x-webhook-signature"]).toBe(`sha256=${createHmac("sha256", secret).update(post.body).digest("hex")}`)
       expect(post.headers["x-webhook-event"]).toBe("execution.completed")
       expect(post.headers["x-webhook-attempt"]).toBe("1")
+    }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })

@@ -14,6 +14,7 @@ import {
   walletFor
 } from "./support/clients.js"
 import { registration } from "./support/fixtures.js"
+import { ledgerMatchesChain } from "./support/scenario.js"
 import { TestApp, TestEnv } from "./support/harness.js"
 import { inject } from "vitest"
 import { usdcAbi } from "../layers/devnet/usdcAbi.js"
@@ -232,5 +233,10 @@ layer(TestApp(), { excludeTestServices: true })("x402 payments", (it) => {
       expect(yield* sql`SELECT 1 FROM agents WHERE id = ${agentId}`).toHaveLength(0)
       expect(yield* Effect.promise(() => authorizationUsed(payer.address, verified.nonce))).toBe(false)
       expect(Option.isNone(yield* verifier.findSettlement(verified.payer, verified.nonce))).toBe(true)
+    }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })

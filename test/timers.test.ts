@@ -7,7 +7,7 @@ import { TreasuryWorker } from "../services/treasury/TreasuryWorker.js"
 import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent } from "./support/scenario.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
 
 const PRICE = 11_000n
 const HOUR = 60 * 60 * 1000
@@ -133,5 +133,10 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
       yield* TestClock.adjust(2_000)
       yield* machines.fireDue
       expect((yield* read()).body.data.circuitState).toBe("half-open")
+    }))
+
+  it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>
+    Effect.gen(function* () {
+      expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })
