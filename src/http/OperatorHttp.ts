@@ -1,9 +1,10 @@
 // Handlers of /api/v1/operator and the bearer-token check guarding them.
 import { HttpApiBuilder } from "@effect/platform"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { timingSafeEqual } from "node:crypto"
 import { Agents, toResource } from "../../services/Agents.js"
-import { Unauthorized } from "../domain/Errors.js"
+import { Reconciliation } from "../../services/treasury/Reconciliation.js"
+import { Unauthorized, Unavailable } from "../domain/Errors.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { OperatorAuth } from "./OperatorApi.js"
@@ -33,9 +34,38 @@ export const OperatorAuthLive = Layer.effect(
 export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers) =>
   Effect.gen(function* () {
     const agents = yield* Agents
+    const reconciliation = yield* Reconciliation
     return handlers
       .handle("setAgentStatus", ({ path, payload }) =>
         Effect.map(agents.setStatus(path.id, payload.status, payload.reason), (agent) => respond(toResource(agent))))
       .handle("setTrustTier", ({ path, payload }) =>
         Effect.map(agents.setTrustTier(path.id, payload.tier), (agent) => respond(toResource(agent))))
+      .handle("treasuryReconciliation", () =>
+        Effect.gen(function* () {
+          const current = yield* reconciliation.check().pipe(
+            Effect.mapError((e) => new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `the chain did not answer: ${e.message}` }))
+          )
+          const last = yield* reconciliation.status
+          const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+          return respond({
+            current: {
+              block: current.block.toString(),
+              chainBalance: current.chainBalance.toString(),
+              ledgerBalance: current.ledgerBalance.toString(),
+              drift: current.drift.toString(),
+              checkedAt: now
+            },
+            lastCheck: Option.match(last, {
+              onNone: () => null,
+              onSome: (l) => ({
+                block: l.blockNumber.toString(),
+                chainBalance: l.chainBalance.toString(),
+                ledgerBalance: l.ledgerBalance.toString(),
+                drift: l.drift.toString(),
+                checkedAt: l.checkedAt.toISOString(),
+                confirmed: l.confirmed
+              })
+            })
+          })
+        }))
   })).pipe(Layer.provide(OperatorAuthLive))

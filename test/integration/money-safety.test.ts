@@ -6,10 +6,11 @@ import { getAddress, type Hex, parseAbiItem, parseSignature } from "viem"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
+import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
-import { devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
+import { call, devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
-import { TestApp, TestEnv } from "../support/harness.js"
+import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
@@ -178,5 +179,33 @@ layer(
       const [scored] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM reputation_events WHERE agent_id = ${agentId}`
       expect(scored?.n).toBe(1)
       expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
+})
+
+layer(TestApp({ BACKGROUND_WORKERS: "false" }))("reconciliation", (it) => {
+  it.scoped("USDC that reaches the treasury outside the ledger is reported as drift, confirmed at the same block, and shown to operators", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { baseUrl } = yield* TestEnv
+      expect(yield* ledgerMatchesChain).toBe(0n)
+      // Somebody sends the treasury 1.234567 USDC directly: no payment, no booking.
+      const usdc = (yield* TestEnv).chain.usdc.address
+      const wallet = walletFor(devAccount(6))
+      const hash = yield* Effect.promise(() =>
+        wallet.writeContract({ address: getAddress(usdc), abi: usdcAbi, functionName: "transfer", args: [TREASURY, 1_234_567n] }))
+      yield* Effect.promise(() => wallet.waitForTransactionReceipt({ hash }))
+      expect(yield* ledgerMatchesChain).toBe(1_234_567n)
+      const reconciliation = yield* Reconciliation
+      const pass = yield* Effect.fork(reconciliation.pass)
+      yield* TestClock.adjust(21_000)
+      yield* pass.await
+      const last = yield* reconciliation.status
+      expect(last._tag === "Some" && last.value.confirmed && last.value.drift === 1_234_567n).toBe(true)
+      const seen = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/operator/treasury/reconciliation`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }))
+      expect(seen.body.data.current.drift).toBe("1234567")
+      expect(seen.body.data.lastCheck).toMatchObject({ drift: "1234567", confirmed: true })
+      const refused = yield* Effect.promise(() => fetch(`${baseUrl}/api/v1/operator/treasury/reconciliation`))
+      expect(refused.status).toBe(401)
     }))
 })
