@@ -1,7 +1,7 @@
 // The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import { PaymentRejected, PaymentVerifier, type VerifiedPayment } from "../layers/PaymentVerifier.js"
+import { PaymentRejected } from "../layers/PaymentVerifier.js"
 import { UrlGuard } from "../layers/UrlGuard.js"
 import {
   AgentRecord,
@@ -12,16 +12,17 @@ import {
   type TrustTier,
   type UpdateAgentRequest
 } from "../src/domain/Agent.js"
-import { BadRequest, Conflict, Forbidden, NotFound, PaymentRequired, Unavailable } from "../src/domain/Errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../src/domain/Errors.js"
 import { type AgentId, newAgentId } from "../src/domain/Ids.js"
 import { unstorableStrings } from "../src/domain/Json.js"
-import { formatUsdc, REGISTRATION_FEE } from "../src/domain/Money.js"
+import { REGISTRATION_FEE } from "../src/domain/Money.js"
 import { earnedTier, settlementPolicy } from "../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "./Ledger.js"
 import { Outbox } from "./Outbox.js"
 import { isUniqueViolation } from "./SqlErrors.js"
+import { Paywall } from "./payments/Paywall.js"
 import { Payments } from "./payments/Payments.js"
 import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
@@ -66,13 +67,6 @@ const decodeRecord = Schema.decodeUnknown(AgentRecord)
 const validationError = (issues: ReadonlyArray<SchemaIssue>) =>
   new BadRequest({ code: "VALIDATION_ERROR", message: "the request failed validation", details: { issues } })
 
-const paymentRequired = (rejection: PaymentRejected, accepts: PaymentRequired["accepts"], price: bigint, wallet: string, network: string) =>
-  new PaymentRequired({
-    message: rejection.message,
-    accepts,
-    details: { reason: rejection.reason, price: formatUsdc(price), wallet, network, ...rejection.details }
-  })
-
 const notFound = (id: string) => new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${id} not found`, details: { agentId: id } })
 
 
@@ -81,7 +75,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
     const sql = yield* SqlClient.SqlClient
     const schemas = yield* JsonSchemas
     const urlGuard = yield* UrlGuard
-    const verifier = yield* PaymentVerifier
+    const paywall = yield* Paywall
     const payments = yield* Payments
     const ledger = yield* Ledger
     const outbox = yield* Outbox
@@ -148,17 +142,11 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       Effect.gen(function* () {
         yield* validateSemantics(req)
         yield* walletTaken(req.wallet)
-        const accepts = [verifier.requirements({ amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" })]
-        const refuse = (rejection: PaymentRejected) =>
-          paymentRequired(rejection, accepts, REGISTRATION_FEE, verifier.treasury, verifier.network)
-        if (paymentHeader === undefined || paymentHeader.trim() === "") {
-          return yield* new PaymentRequired({
-            message: "agent registration costs 0.10 USDC: pay with an X-PAYMENT header",
-            accepts,
-            details: { reason: "payment_required", price: formatUsdc(REGISTRATION_FEE), wallet: verifier.treasury, network: verifier.network }
-          })
-        }
-        const verified: VerifiedPayment = yield* verifier.verify(paymentHeader, REGISTRATION_FEE).pipe(Effect.mapError(refuse))
+        const { payment: verified, priced } = yield* paywall.charge(
+          { amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" },
+          paymentHeader
+        )
+        const refuse = priced.refuse
         const agentId = newAgentId()
         const paymentId = yield* sql.withTransaction(
           Effect.gen(function* () {
@@ -184,7 +172,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
               : Effect.die(error)),
           Effect.catchTag("PaymentRejected", (rejection) => Effect.fail(refuse(rejection)))
         )
-        const outcome = yield* payments.settle(paymentId, verified, accepts[0]!).pipe(Effect.orDie)
+        const outcome = yield* payments.settle(paymentId, verified, priced.accepts[0]!).pipe(Effect.orDie)
         switch (outcome._tag) {
           case "Failed":
             return yield* refuse(new PaymentRejected({ reason: outcome.reason === "rpc_error" ? "settlement_failed" : outcome.reason, message: `settlement failed: ${outcome.message}` }))
@@ -312,5 +300,6 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       })
 
     return { register, get, update, deactivate, checkWallet, setStatus, setTrustTier, loadRecord } as const
-  })
+  }),
+  dependencies: [JsonSchemas.Default, UrlGuard.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
 }) {}

@@ -99,7 +99,8 @@ export class Callbacks extends Effect.Service<Callbacks>()("Callbacks", {
     }).pipe(Effect.withSpan("Callbacks.processDue"))
 
     return { armStatement, ready, processDue } as const
-  })
+  }),
+  dependencies: [UrlGuard.Default]
 }) {}
 
 export const CallbacksWorkerLive = Layer.scopedDiscard(

@@ -81,7 +81,8 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
       })
 
     return { recordOutcome, recordProbe } as const
-  })
+  }),
+  dependencies: [AgentCache.Default]
 }) {}
 
 const probeInterval = Config.integer("HEALTH_PROBE_INTERVAL_MS").pipe(Config.withDefault(60_000))

@@ -8,34 +8,24 @@ import { Chain, ChainLive } from "../layers/Chain.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
-import { UrlGuard } from "../layers/UrlGuard.js"
 import { AgentProxy } from "../layers/AgentProxy.js"
 import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
-import { AgentCache } from "../services/AgentCache.js"
 import { Agents } from "../services/Agents.js"
 import { Balances } from "../services/Balances.js"
 import { Callbacks, CallbacksWorkerLive } from "../services/Callbacks.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { Circuits } from "../services/circuits/Circuits.js"
-import { AgentCall } from "../services/executions/AgentCall.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
-import { ExecutionsRepo } from "../services/executions/Repo.js"
-import { JsonSchemas } from "../services/JsonSchemas.js"
 import { Ledger } from "../services/Ledger.js"
-import { Outbox } from "../services/Outbox.js"
 import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
-import { PaymentsRepo } from "../services/payments/Repo.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/RateLimits.js"
 import { Refunds } from "../services/refunds/Refunds.js"
-import { RefundsRepo } from "../services/refunds/Repo.js"
 import { HealthProbesLive, Reputation } from "../services/Reputation.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
-import { TreasuryRepo } from "../services/treasury/Repo.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
-import { TreasuryWriter } from "../services/treasury/TreasuryWriter.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
 import { HttpLive } from "./http/Server.js"
@@ -74,33 +64,38 @@ const TreasuryStartLive = Layer.effectDiscard(
   })
 )
 
-/** Domain services and background workers on top of the database and the given chain layer, bottom layer last. */
+/** The machine registry with every feature's machine spec (the host's runners). */
+const MachinesLive = MachineRunnersLive.pipe(
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default))
+)
+
+/**
+ * Every feature's service (each brings its own dependencies; layers are shared by reference, so each service is built
+ * once), the workers, and the machine registry, on top of the database and the given chain layer.
+ */
 export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
   Layer.mergeAll(WorkersLive, TreasuryStartLive).pipe(
-    Layer.provideMerge(Layer.mergeAll(Executions.Default, Balances.Default, TreasuryWorker.Default, OperatorTokenLive)),
-    Layer.provideMerge(Layer.mergeAll(Agents.Default, AgentCall.Default)),
-    Layer.provideMerge(Layer.mergeAll(Payments.Default, Refunds.Default, Circuits.Default)),
-    Layer.provideMerge(Layer.mergeAll(TreasuryWriter.Default, Reconciliation.Default)),
-    Layer.provideMerge(MachineHost.Default),
-    Layer.provideMerge(MachineRunnersLive),
-    Layer.provideMerge(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default)),
-    Layer.provideMerge(Layer.mergeAll(Callbacks.Default, Reputation.Default)),
     Layer.provideMerge(
       Layer.mergeAll(
-        PaymentVerifier.Default,
-        UrlGuard.Default,
-        JsonSchemas.Default,
+        Agents.Default,
+        Executions.Default,
+        Balances.Default,
+        Payments.Default,
+        Refunds.Default,
+        TreasuryWorker.Default,
+        Reconciliation.Default,
+        Circuits.Default,
+        Callbacks.Default,
+        Reputation.Default,
+        RateLimits.Default,
         Ledger.Default,
-        Outbox.Default,
-        AgentCache.Default,
+        MachineHost.Default,
+        PaymentVerifier.Default,
         AgentProxy.Default,
-        ExecutionsRepo.Default,
-        PaymentsRepo.Default,
-        TreasuryRepo.Default,
-        RefundsRepo.Default,
-        RateLimits.Default
+        OperatorTokenLive
       )
     ),
+    Layer.provide(MachinesLive),
     Layer.provideMerge(Layer.mergeAll(PgLive, chain))
   )
 

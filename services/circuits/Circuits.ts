@@ -75,5 +75,6 @@ export class Circuits extends Effect.Service<Circuits>()("circuits/Circuits", {
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning(`circuit observation for ${agentId} failed`, cause)))
 
     return { deliver, check, observe, resetTimeoutMs } as const
-  })
+  }),
+  dependencies: [MachineHost.Default, AgentProxy.Default, AgentCache.Default, CircuitMachine.Default]
 }) {}

@@ -58,5 +58,6 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
       }).pipe(Effect.withSpan("Executions.callAgent"))
 
     return { call } as const
-  })
+  }),
+  dependencies: [AgentProxy.Default, JsonSchemas.Default]
 }) {}

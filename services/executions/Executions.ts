@@ -4,12 +4,12 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
-import { type PaymentRejected, PaymentVerifier, sha256, type VerifiedPayment } from "../../layers/PaymentVerifier.js"
+import { type PaymentRejected, sha256 } from "../../layers/PaymentVerifier.js"
 import { executionMachine, executionStatus } from "../../machines/execution.js"
 import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
 import { actionsOf, startMachine } from "../../machines/step.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
-import { Conflict, Forbidden, NotFound, PaymentRequired, RateLimited } from "../../src/domain/Errors.js"
+import { Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
 import { newEscrowId, newId, newTransactionId } from "../../src/domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../../src/domain/Money.js"
@@ -20,8 +20,11 @@ import { Circuits } from "../circuits/Circuits.js"
 import { Accounts, Ledger } from "../Ledger.js"
 import { Outbox } from "../Outbox.js"
 import { Payments } from "../payments/Payments.js"
+import { Paywall } from "../payments/Paywall.js"
 import { RateLimits } from "../RateLimits.js"
 import { isUniqueViolation } from "../SqlErrors.js"
+import { JsonSchemas } from "../JsonSchemas.js"
+import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
 import { prepare } from "./prepare.js"
 import { ExecutionsRepo } from "./Repo.js"
@@ -70,7 +73,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const agents = yield* Agents
-    const verifier = yield* PaymentVerifier
+    const paywall = yield* Paywall
     const payments = yield* Payments
     const ledger = yield* Ledger
     const outbox = yield* Outbox
@@ -87,24 +90,6 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const scope = yield* Effect.scope
 
     const load = (id: string) => repo.find(id).pipe(Effect.orDie)
-
-    /** Who pays for this execution: an x402 payment of exactly `price` (chain budgets will decide here too). */
-    const resolvePayment = (header: string | undefined, price: bigint, accepts: PaymentRequired["accepts"]) =>
-      Effect.gen(function* () {
-        const details = { price: formatUsdc(price), wallet: verifier.treasury, network: verifier.network }
-        if (header === undefined || header.trim() === "") {
-          return yield* new PaymentRequired({
-            message: `this call costs ${formatUsdc(price)} USDC: pay with an X-PAYMENT header`,
-            accepts,
-            details: { reason: "payment_required", ...details }
-          })
-        }
-        return yield* verifier.verify(header, price).pipe(
-          Effect.mapError((rejection) =>
-            new PaymentRequired({ message: rejection.message, accepts, details: { reason: rejection.reason, ...details, ...rejection.details } })
-          )
-        )
-      })
 
     /** A repeat of an idempotent request: the cached result or current status; the new payment is not used. */
     const repeat = (existing: { readonly id: string; readonly requestHash: string }, requestHash: string, payment: PaymentUse) =>
@@ -126,10 +111,11 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const { agent, capability, callbackUrl } = yield* check(req)
         const agentFee = capability.pricing.basePrice
         const price = EXECUTION_PLATFORM_FEE + agentFee
-        const accepts = [
-          verifier.requirements({ amount: price, resource: `${config.publicBaseUrl}/api/v1/execute`, description: `${agent.name}: ${capability.name}` })
-        ]
-        const verified: VerifiedPayment = yield* resolvePayment(ctx.paymentHeader, price, accepts)
+        // Who pays: an x402 payment of exactly the price (chain budgets will decide here too).
+        const { payment: verified, priced } = yield* paywall.charge(
+          { amount: price, resource: `${config.publicBaseUrl}/api/v1/execute`, description: `${agent.name}: ${capability.name}` },
+          ctx.paymentHeader
+        )
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
         const window = yield* rateLimits.consume(agent.id, verified.payer)
         const giveBack = rateLimits.release(agent.id, verified.payer)
@@ -144,7 +130,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const payment: PaymentUse = {
           header: (ctx.paymentHeader ?? "").trim(),
           payer: verified.payer,
-          network: verifier.network,
+          network: paywall.network,
           settlementTxHash: null,
           rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
         }
@@ -218,17 +204,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
               ? Effect.flatMap(repo.findIdempotent(verified.payer, req.idempotencyKey).pipe(Effect.orDie), (existing) =>
                 Option.isSome(existing) ? repeat(existing.value, requestHash, payment) : Effect.die(error))
               : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))),
-          Effect.catchTag("PaymentRejected", (rejection) =>
-            Effect.zipRight(
-              giveBack,
-              Effect.fail(
-                new PaymentRequired({
-                  message: rejection.message,
-                  accepts,
-                  details: { reason: rejection.reason, price: formatUsdc(price), wallet: verifier.treasury, network: verifier.network }
-                })
-              )
-            ))
+          Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
         )
         if ("_tag" in created) return created
 
@@ -236,7 +212,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         // the output only once both are in. A crash in between is finished by the recovery workers and the deadline timer.
         const work = Effect.gen(function* () {
           const [settlement, outcome] = yield* Effect.all(
-            [payments.settleOnChain(created.paymentId, verified, accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
+            [payments.settleOnChain(created.paymentId, verified, priced.accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
             { concurrency: "unbounded" }
           )
           yield* sql.withTransaction(Effect.zipRight(host.deliver("execution", requestId, outcome.event), payments.recordIn(created.paymentId, settlement)))
@@ -297,5 +273,6 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
       }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.retry"))
 
     return { execute, status, retry } as const
-  })
+  }),
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, Callbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default]
 }) {}

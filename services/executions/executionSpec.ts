@@ -142,5 +142,6 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
       historyEvent: (event) => (event.type === "AGENT_SUCCEEDED" ? { type: event.type, at: event.at, releaseDelayMs: event.releaseDelayMs, durationMs: event.durationMs } : event)
     }
     return { spec } as const
-  })
+  }),
+  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Reputation.Default, RefundsRepo.Default, Callbacks.Default]
 }) {}

@@ -207,7 +207,8 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     }).pipe(Effect.withSpan("Payments.recoverDue"))
 
     return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, recoverDue } as const
-  })
+  }),
+  dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default]
 }) {}
 
 /** Runs the recovery worker every few seconds for the life of the service. */

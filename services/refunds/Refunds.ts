@@ -121,7 +121,8 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
     }).pipe(Effect.withSpan("Refunds.sendDue"))
 
     return { resolveTx, sendDue } as const
-  })
+  }),
+  dependencies: [TreasuryWriter.Default, Ledger.Default, MachineHost.Default]
 }) {}
 
 export const REFUND_SEND_INTERVAL = Duration.seconds(1)

@@ -46,7 +46,7 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
     /** Compares at `block` (default: the latest) and stores the result. */
     const check = (at?: bigint) =>
       Effect.gen(function* () {
-        const block = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber()))
+        const block = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 })))
         const [chainBalance, ledgerBalance] = yield* Effect.all([chainBalanceAt(block), Effect.orDie(ledgerBalanceAt(block))])
         const result: ReconciliationResult = { block, chainBalance, ledgerBalance, drift: chainBalance - ledgerBalance }
         return result

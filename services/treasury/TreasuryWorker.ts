@@ -51,7 +51,8 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const start = writer.enabled ? writer.syncNonce : Effect.void
 
     return { processDue, start, reconcile: reconciliation.check } as const
-  })
+  }),
+  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Reconciliation.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

@@ -217,5 +217,6 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     })
 
     return { submit, awaitReceipt, observe, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer) } as const
-  })
+  }),
+  dependencies: [TreasuryRepo.Default, MachineHost.Default]
 }) {}

@@ -54,7 +54,7 @@ export const authorizationPayment = (chain: ChainShape, payer: string, nonce: He
     const used = yield* read("authorizationState", () =>
       chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [getAddress(payer), nonce] }))
     if (!used) return { used: false, payment: Option.none<{ readonly txHash: Hex; readonly block: bigint }>() } as const
-    const latest = yield* read("block number", () => chain.publicClient.getBlockNumber())
+    const latest = yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 }))
     const logs = yield* read("AuthorizationUsed logs", () =>
       chain.publicClient.getContractEvents({
         address: chain.usdc.address,
