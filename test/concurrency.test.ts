@@ -1,6 +1,6 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { Accounts, Ledger } from "../services/Ledger.js"
+import { Accounts, Ledger } from "../services/ledger/Ledger.js"
 import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"

@@ -1,6 +1,6 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { probeDueAgents } from "../services/Reputation.js"
+import { probeDueAgents } from "../services/reputation/Reputation.js"
 import { call, devAccount } from "./support/clients.js"
 import { fakeAgent } from "./support/agents.js"
 import { TestApp, TestEnv } from "./support/harness.js"

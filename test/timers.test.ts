@@ -1,7 +1,7 @@
 // Durable timers driven by the TestClock: nothing here waits for real time; workers are off and driven by hand.
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { Accounts, Ledger } from "../services/Ledger.js"
+import { Accounts, Ledger } from "../services/ledger/Ledger.js"
 import { MachineHost } from "../machines/Host.js"
 import { TreasuryWorker } from "../services/treasury/TreasuryWorker.js"
 import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"

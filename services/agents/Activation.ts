@@ -2,8 +2,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { Accounts, Ledger } from "../Ledger.js"
-import { Outbox } from "../Outbox.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Outbox } from "../outbox/Outbox.js"
 import type { PaymentRow } from "../payments/Repo.js"
 
 export class AgentActivation extends Effect.Service<AgentActivation>()("agents/AgentActivation", {

@@ -7,7 +7,7 @@ import { MachineHost } from "../../machines/Host.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
 import { Unavailable } from "../../src/domain/Errors.js"
-import { AgentCache } from "../AgentCache.js"
+import { AgentCache } from "../agents/AgentCache.js"
 import { CircuitMachine } from "./circuitSpec.js"
 
 const eventFor = (change: BreakerChange): CircuitEvent =>

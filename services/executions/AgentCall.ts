@@ -6,7 +6,7 @@ import type { ExecutionEvent } from "../../machines/execution.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
 import { settlementPolicy } from "../../src/domain/Trust.js"
-import { JsonSchemas } from "../JsonSchemas.js"
+import { JsonSchemas } from "../agents/JsonSchemas.js"
 
 export interface CallOutcome {
   readonly success: boolean

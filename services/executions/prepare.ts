@@ -4,9 +4,9 @@ import { UrlGuard } from "../../layers/UrlGuard.js"
 import { BadRequest, NotFound } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
-import { Agents } from "../Agents.js"
+import { Agents } from "../agents/Agents.js"
 import { Circuits } from "../circuits/Circuits.js"
-import { JsonSchemas } from "../JsonSchemas.js"
+import { JsonSchemas } from "../agents/JsonSchemas.js"
 
 export const prepare = Effect.gen(function* () {
   const agents = yield* Agents

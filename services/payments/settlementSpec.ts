@@ -5,7 +5,7 @@ import { Clock, Effect, Option, Schema } from "effect"
 import type { MachineSpec } from "../../machines/Host.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { AgentActivation } from "../agents/Activation.js"
-import { Accounts, Ledger } from "../Ledger.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { paymentSnapshot, type PaymentRow, PaymentsRepo } from "./Repo.js"
 
 const RetryDue = Schema.Struct({ type: Schema.Literal("RETRY_DUE"), at: Schema.Number })

@@ -4,7 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Metric, Option, Schedule, Schema } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
-import { Accounts, Ledger } from "../Ledger.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { ChainReadError } from "./chainReads.js"
 
 export interface ReconciliationResult {

@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { AppConfig } from "../../layers/Config.js"
-import { Agents, toResource } from "../../services/Agents.js"
+import { Agents, toResource } from "../../services/agents/Agents.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { paymentResponseHeader, setResponseHeaders } from "./PaymentHeaders.js"

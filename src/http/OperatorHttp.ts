@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
 import { timingSafeEqual } from "node:crypto"
-import { Agents, toResource } from "../../services/Agents.js"
+import { Agents, toResource } from "../../services/agents/Agents.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { Unauthorized, Unavailable } from "../domain/Errors.js"
 import { Api } from "./Api.js"

@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { AgentProxy } from "../../layers/AgentProxy.js"
-import { Balances } from "../../services/Balances.js"
+import { Balances } from "../../services/ledger/Balances.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 

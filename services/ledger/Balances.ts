@@ -1,8 +1,8 @@
 // Where an agent's money is (balance view) and what one transaction did with the money (single view), from the ledger and escrows.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { NotFound } from "../src/domain/Errors.js"
-import { formatUsdc } from "../src/domain/Money.js"
+import { NotFound } from "../../src/domain/Errors.js"
+import { formatUsdc } from "../../src/domain/Money.js"
 import { Accounts } from "./Ledger.js"
 
 const BalanceRow = Schema.Struct({

@@ -1,8 +1,8 @@
 // Read cache for agents: per process, TTL-bounded, invalidated locally at once and across processes by LISTEN/NOTIFY.
 import { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect, Schedule, Stream } from "effect"
-import { AppConfig } from "../layers/Config.js"
-import type { AgentRecord } from "../src/domain/Agent.js"
+import { AppConfig } from "../../layers/Config.js"
+import type { AgentRecord } from "../../src/domain/Agent.js"
 
 const CHANNEL = "agent_cache_invalidate"
 const MAX_ENTRIES = 10_000

@@ -1,7 +1,7 @@
 // The event outbox: every domain event is written in the same transaction as the change that caused it.
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { newId } from "../src/domain/Ids.js"
+import { newId } from "../../src/domain/Ids.js"
 
 export type EventType =
   | "agent.registered"

@@ -1,7 +1,7 @@
 // Wallet-signature authentication (spec section 5): `service-auth:{agentId}:{timestampMs}` signed as a personal message.
 import { Clock, Effect } from "effect"
 import { isHex, recoverMessageAddress } from "viem"
-import { Forbidden, Unauthorized } from "../src/domain/Errors.js"
+import { Forbidden, Unauthorized } from "../../src/domain/Errors.js"
 
 export const SIGNATURE_MAX_AGE_MS = 5 * 60 * 1000
 /** Clock skew we tolerate for timestamps ahead of ours. */

@@ -1,8 +1,8 @@
 // The double-entry ledger: balanced transfers between accounts, always inside the caller's database transaction.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Data, Effect } from "effect"
-import { newId } from "../src/domain/Ids.js"
-import { batch } from "./Batch.js"
+import { newId } from "../../src/domain/Ids.js"
+import { batch } from "../sql/Batch.js"
 
 /** Fixed platform accounts (see migrations/0001_init.sql). */
 export const Accounts = {

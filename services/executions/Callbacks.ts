@@ -2,8 +2,8 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { createHmac } from "node:crypto"
-import { UrlGuard } from "../layers/UrlGuard.js"
-import { newId } from "../src/domain/Ids.js"
+import { UrlGuard } from "../../layers/UrlGuard.js"
+import { newId } from "../../src/domain/Ids.js"
 
 export const CALLBACK_MAX_ATTEMPTS = 5
 const CALLBACK_TIMEOUT_MS = 10_000

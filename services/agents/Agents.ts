@@ -1,8 +1,8 @@
 // The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import { PaymentRejected } from "../layers/PaymentVerifier.js"
-import { UrlGuard } from "../layers/UrlGuard.js"
+import { PaymentRejected } from "../../layers/PaymentVerifier.js"
+import { UrlGuard } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,
   type AgentResource,
@@ -11,19 +11,19 @@ import {
   type RegisterAgentRequest,
   type TrustTier,
   type UpdateAgentRequest
-} from "../src/domain/Agent.js"
-import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../src/domain/Errors.js"
-import { type AgentId, newAgentId } from "../src/domain/Ids.js"
-import { unstorableStrings } from "../src/domain/Json.js"
-import { REGISTRATION_FEE } from "../src/domain/Money.js"
-import { earnedTier, settlementPolicy } from "../src/domain/Trust.js"
+} from "../../src/domain/Agent.js"
+import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../../src/domain/Errors.js"
+import { type AgentId, newAgentId } from "../../src/domain/Ids.js"
+import { unstorableStrings } from "../../src/domain/Json.js"
+import { REGISTRATION_FEE } from "../../src/domain/Money.js"
+import { earnedTier, settlementPolicy } from "../../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
-import { Accounts, Ledger } from "./Ledger.js"
-import { Outbox } from "./Outbox.js"
-import { isUniqueViolation } from "./SqlErrors.js"
-import { Paywall } from "./payments/Paywall.js"
-import { Payments } from "./payments/Payments.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Outbox } from "../outbox/Outbox.js"
+import { isUniqueViolation } from "../sql/SqlErrors.js"
+import { Paywall } from "../payments/Paywall.js"
+import { Payments } from "../payments/Payments.js"
 import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
 export const toResource = (agent: AgentRecord): AgentResource => {

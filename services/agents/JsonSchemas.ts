@@ -2,7 +2,7 @@
 import { Effect } from "effect"
 import { createRequire } from "node:module"
 import type { ErrorObject, ValidateFunction } from "ajv"
-import { pointerToPath } from "../src/domain/Json.js"
+import { pointerToPath } from "../../src/domain/Json.js"
 
 const require = createRequire(import.meta.url)
 // ajv ships CommonJS; its ESM typings expose the class as the default export's `default`.

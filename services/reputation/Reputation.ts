@@ -1,11 +1,11 @@
 // Reputation (root executions: +1 success, -2 failure, 0-100) and health (EMA of outcomes and probes), with events per change.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Layer, Schedule, Schema } from "effect"
-import { AgentProxy } from "../layers/AgentProxy.js"
-import { TrustTier } from "../src/domain/Agent.js"
-import { newId } from "../src/domain/Ids.js"
-import { earnedTier } from "../src/domain/Trust.js"
-import { AgentCache } from "./AgentCache.js"
+import { AgentProxy } from "../../layers/AgentProxy.js"
+import { TrustTier } from "../../src/domain/Agent.js"
+import { newId } from "../../src/domain/Ids.js"
+import { earnedTier } from "../../src/domain/Trust.js"
+import { AgentCache } from "../agents/AgentCache.js"
 
 /** Weight of the newest outcome in the health EMA: health = α·outcome + (1-α)·health. */
 export const HEALTH_ALPHA = 0.1
