@@ -2,14 +2,25 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    globalSetup: ["test/support/globalSetup.ts"],
-    // One anvil per run, and its account 0 settles for every test server: files run one at a time
-    // so the settlement signer's nonces never race across processes.
-    fileParallelism: false,
-    pool: "forks",
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
-    reporters: ["default"]
+    reporters: ["default"],
+    projects: [
+      {
+        // Pure: machines, views, money, codecs. Run in parallel, no database or chain.
+        test: { name: "unit", include: ["test/unit/**/*.test.ts"], testTimeout: 10_000 }
+      },
+      {
+        test: {
+          name: "integration",
+          include: ["test/integration/**/*.test.ts"],
+          globalSetup: ["test/support/globalSetup.ts"],
+          // One anvil per run, and its account 0 settles for every test server: files run one at a time
+          // so the settlement signer's nonces never race across processes.
+          pool: "forks",
+          poolOptions: { forks: { singleFork: true } },
+          testTimeout: 60_000,
+          hookTimeout: 120_000
+        }
+      }
+    ]
   }
 })

@@ -19,15 +19,15 @@ import {
 } from "viem";
 import { mnemonicToAccount, privateKeyToAccount } from "viem/accounts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { compileTestUsdc } from "../layers/devnet/compile.js";
+import { compileTestUsdc } from "../../layers/devnet/compile.js";
 import {
   DEV_PRIVATE_KEYS,
   DEVNET_USDC_ADDRESS,
   type Devnet,
   devnetChain,
   startDevnet,
-} from "../layers/devnet/anvil.js";
-import { transferWithAuthorizationTypes, usdcAbi } from "../layers/devnet/usdcAbi.js";
+} from "../../layers/devnet/anvil.js";
+import { transferWithAuthorizationTypes, usdcAbi } from "../../layers/devnet/usdcAbi.js";
 
 const TEN_THOUSAND_USDC = 10_000_000_000n;
 const TEN_CENTS = 100_000n;
@@ -43,7 +43,7 @@ const devKey = (i: number): Hex => {
 const devAddress = (i: number): Hex => privateKeyToAccount(devKey(i)).address;
 
 /** Same compile cache as test/support/globalSetup.ts. */
-const compileCacheDir = fileURLToPath(new URL("../node_modules/.cache/test-usdc", import.meta.url));
+const compileCacheDir = fileURLToPath(new URL("../../node_modules/.cache/test-usdc", import.meta.url));
 
 const devnets: Devnet[] = [];
 

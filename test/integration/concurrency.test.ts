@@ -1,10 +1,10 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { Accounts, Ledger } from "../services/ledger/Ledger.js"
-import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
-import { fakeAgent } from "./support/agents.js"
-import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
+import { Accounts, Ledger } from "../../services/ledger/Ledger.js"
+import { call, devAccount, TREASURY, usdcBalance } from "../support/clients.js"
+import { fakeAgent } from "../support/agents.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "../support/scenario.js"
 
 const PRICE = 11_000n
 

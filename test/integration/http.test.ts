@@ -2,10 +2,10 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
 import { request } from "node:http"
-import { ErrorCodes } from "../src/domain/Errors.js"
-import { authorizationUsed, call, devAccount, paidCall, signPayment, usdcBalance, walletAuth } from "./support/clients.js"
-import { capability, registration } from "./support/fixtures.js"
-import { OPERATOR_TOKEN, TestApp, TestEnv } from "./support/harness.js"
+import { ErrorCodes } from "../../src/domain/Errors.js"
+import { authorizationUsed, call, devAccount, paidCall, signPayment, usdcBalance, walletAuth } from "../support/clients.js"
+import { capability, registration } from "../support/fixtures.js"
+import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 
 const REGISTRATION_FEE = 100_000n
 /** Never registered here: a valid body for this wallet reaches the payment step. */

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { createActor, SimulatedClock } from "xstate"
-import { circuitMachine } from "../machines/circuit.js"
-import { type ExecutionEvent, executionMachine, executionStatus } from "../machines/execution.js"
-import { settlementBackoffMs, settlementMachine } from "../machines/settlement.js"
-import { actionsOf, type PersistedSnapshot, startMachine, stepMachine } from "../machines/step.js"
+import { circuitMachine } from "../../machines/circuit.js"
+import { type ExecutionEvent, executionMachine, executionStatus } from "../../machines/execution.js"
+import { settlementBackoffMs, settlementMachine } from "../../machines/settlement.js"
+import { actionsOf, type PersistedSnapshot, startMachine, stepMachine } from "../../machines/step.js"
 
 /** Runs events through a machine the way the service does: persist as JSON after every step, restore before the next. */
 const run = <M extends typeof executionMachine | typeof circuitMachine | typeof settlementMachine>(

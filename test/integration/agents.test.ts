@@ -1,10 +1,10 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { decodeXPaymentResponse } from "x402-fetch"
-import { authorizationUsed, call, devAccount, paidCall, publicClient, signPayment, TREASURY, usdcBalance, walletAuth } from "./support/clients.js"
-import { registration } from "./support/fixtures.js"
-import { ledgerMatchesChain } from "./support/scenario.js"
-import { TestApp, TestEnv } from "./support/harness.js"
+import { authorizationUsed, call, devAccount, paidCall, publicClient, signPayment, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
+import { registration } from "../support/fixtures.js"
+import { ledgerMatchesChain } from "../support/scenario.js"
+import { TestApp, TestEnv } from "../support/harness.js"
 
 const REGISTRATION_FEE = 100_000n
 

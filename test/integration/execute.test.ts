@@ -3,10 +3,10 @@ import { Effect, Schedule } from "effect"
 import { createHmac, createHash, createPublicKey, verify } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { authorizationUsed, call, devAccount, signPayment, TREASURY, usdcBalance } from "./support/clients.js"
-import { fakeAgent } from "./support/agents.js"
-import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
+import { authorizationUsed, call, devAccount, signPayment, TREASURY, usdcBalance } from "../support/clients.js"
+import { fakeAgent } from "../support/agents.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "../support/scenario.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice
 

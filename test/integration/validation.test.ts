@@ -1,9 +1,9 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Hex } from "viem"
-import { authorizationUsed, call, devAccount, paidCall, signPayment, usdcBalance, walletAuth } from "./support/clients.js"
-import { capability, registration } from "./support/fixtures.js"
-import { TestApp, TestEnv } from "./support/harness.js"
+import { authorizationUsed, call, devAccount, paidCall, signPayment, usdcBalance, walletAuth } from "../support/clients.js"
+import { capability, registration } from "../support/fixtures.js"
+import { TestApp, TestEnv } from "../support/harness.js"
 
 const REGISTRATION_FEE = 100_000n
 

@@ -6,9 +6,9 @@ import { mkdtemp, rm, stat } from "node:fs/promises"
 import type { IncomingHttpHeaders } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type AgentCall, type AgentCallError, AgentProxy, BREAKER_OPTIONS, type BreakerChange } from "../layers/AgentProxy.js"
-import { AppConfig, type AppConfigShape, type ChainMode } from "../layers/Config.js"
-import { type FakeAgent, fakeAgent, type ReceivedCall } from "./support/agents.js"
+import { type AgentCall, type AgentCallError, AgentProxy, BREAKER_OPTIONS, type BreakerChange } from "../../layers/AgentProxy.js"
+import { AppConfig, type AppConfigShape, type ChainMode } from "../../layers/Config.js"
+import { type FakeAgent, fakeAgent, type ReceivedCall } from "../support/agents.js"
 
 const RESET_TIMEOUT_MS = 300
 

@@ -1,8 +1,8 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { getAddress, type Hex, parseSignature } from "viem"
-import { PaymentVerifier } from "../layers/PaymentVerifier.js"
-import { Payments } from "../services/payments/Payments.js"
+import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
+import { Payments } from "../../services/payments/Payments.js"
 import {
   authorizationUsed,
   call,
@@ -12,12 +12,12 @@ import {
   TREASURY,
   usdcBalance,
   walletFor
-} from "./support/clients.js"
-import { registration } from "./support/fixtures.js"
-import { ledgerMatchesChain } from "./support/scenario.js"
-import { TestApp, TestEnv } from "./support/harness.js"
+} from "../support/clients.js"
+import { registration } from "../support/fixtures.js"
+import { ledgerMatchesChain } from "../support/scenario.js"
+import { TestApp, TestEnv } from "../support/harness.js"
 import { inject } from "vitest"
-import { usdcAbi } from "../layers/devnet/usdcAbi.js"
+import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 
 const FEE = 100_000n
 

@@ -1,13 +1,13 @@
 // Durable timers driven by the TestClock: nothing here waits for real time; workers are off and driven by hand.
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { Accounts, Ledger } from "../services/ledger/Ledger.js"
-import { MachineHost } from "../machines/Host.js"
-import { TreasuryWorker } from "../services/treasury/TreasuryWorker.js"
-import { call, devAccount, TREASURY, usdcBalance } from "./support/clients.js"
-import { fakeAgent } from "./support/agents.js"
-import { TestApp, TestEnv } from "./support/harness.js"
-import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "./support/scenario.js"
+import { Accounts, Ledger } from "../../services/ledger/Ledger.js"
+import { MachineHost } from "../../machines/Host.js"
+import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
+import { call, devAccount, TREASURY, usdcBalance } from "../support/clients.js"
+import { fakeAgent } from "../support/agents.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "../support/scenario.js"
 
 const PRICE = 11_000n
 const HOUR = 60 * 60 * 1000

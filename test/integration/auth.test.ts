@@ -1,9 +1,9 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { randomUUID } from "node:crypto"
-import { call, devAccount, paidCall, walletAuth } from "./support/clients.js"
-import { registration } from "./support/fixtures.js"
-import { OPERATOR_TOKEN, TestApp, TestEnv } from "./support/harness.js"
+import { call, devAccount, paidCall, walletAuth } from "../support/clients.js"
+import { registration } from "../support/fixtures.js"
+import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 
 const owner = devAccount(6)
 /** A funded dev wallet that does not own the agent. */

@@ -1,8 +1,8 @@
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit } from "effect"
-import { Accounts, Ledger } from "../services/ledger/Ledger.js"
-import { TestApp, TestEnv } from "./support/harness.js"
+import { Accounts, Ledger } from "../../services/ledger/Ledger.js"
+import { TestApp, TestEnv } from "../support/harness.js"
 
 /** The database's own message behind a failed statement or commit. */
 const rootMessage = (cause: Cause.Cause<unknown>) => {

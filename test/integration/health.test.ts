@@ -1,12 +1,12 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { probeDueAgents } from "../services/reputation/Reputation.js"
-import { call, devAccount } from "./support/clients.js"
-import { fakeAgent } from "./support/agents.js"
-import { TestApp, TestEnv } from "./support/harness.js"
-import { echoCapability } from "./support/scenario.js"
-import { paidCall } from "./support/clients.js"
-import { registration } from "./support/fixtures.js"
+import { probeDueAgents } from "../../services/reputation/Reputation.js"
+import { call, devAccount } from "../support/clients.js"
+import { fakeAgent } from "../support/agents.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { echoCapability } from "../support/scenario.js"
+import { paidCall } from "../support/clients.js"
+import { registration } from "../support/fixtures.js"
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", HEALTH_PROBE_INTERVAL_MS: "60000" }))("health probes", (it) => {
   it.scoped("agents with a health URL are probed once per interval; failures pull the health EMA down, recoveries lift it", () =>

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Option, Schema } from "effect"
-import { formatUsdc, parseUsdc, splitAgentFee, Usdc } from "../src/domain/Money.js"
-import { earnedTier, settlementPolicy } from "../src/domain/Trust.js"
-import { isPrivateAddress } from "../layers/UrlGuard.js"
+import { formatUsdc, parseUsdc, splitAgentFee, Usdc } from "../../src/domain/Money.js"
+import { earnedTier, settlementPolicy } from "../../src/domain/Trust.js"
+import { isPrivateAddress } from "../../layers/UrlGuard.js"
 
 describe("money at the edge", () => {
   it("parses decimal strings into exact micro-USDC", () => {

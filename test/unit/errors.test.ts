@@ -2,8 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { HttpApiSchema } from "@effect/platform"
 import { Schema, SchemaAST } from "effect"
 import * as fs from "node:fs"
-import { ErrorClasses, ErrorCodes } from "../src/domain/Errors.js"
-import { errorDocsPath, renderErrorDocs } from "../src/tools/errorDocs.js"
+import { ErrorClasses, ErrorCodes } from "../../src/domain/Errors.js"
+import { errorDocsPath, renderErrorDocs } from "../../src/tools/errorDocs.js"
 
 const literalsOf = (ast: SchemaAST.AST): Array<string> =>
   SchemaAST.isUnion(ast)
