@@ -5,11 +5,14 @@ import { UnavailableResponse } from "../domain/Errors.js"
 import { ok } from "./Envelope.js"
 
 export const Health = Schema.Struct({
-  status: Schema.Literal("ok"),
+  /** `degraded`: serving, but the ledger's treasury disagrees with the chain (see `treasury`). */
+  status: Schema.Literal("ok", "degraded"),
   mode: Schema.Literal("devnet", "rpc"),
   database: Schema.Literal("embedded", "external"),
   chain: Schema.Struct({ chainId: Schema.Number, network: Schema.String, blockNumber: Schema.String, usdc: Schema.String, treasury: Schema.String }),
   settlement: Schema.Literal("local", "facilitator"),
+  /** The last reconciliation of the ledger's treasury with the chain (micro-USDC); absent until the first check. */
+  treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),
   uptimeSeconds: Schema.Number
 }).annotations({ identifier: "Health" })
 

@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { DatabaseInfo } from "../../layers/Pg.js"
+import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { Unavailable } from "../domain/Errors.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
@@ -13,6 +14,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const sql = yield* SqlClient.SqlClient
     const chain = yield* Chain
     const database = yield* DatabaseInfo
+    const reconciliation = yield* Reconciliation
     const startedAt = yield* Clock.currentTimeMillis
     const down = (what: string) => () =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
@@ -21,8 +23,10 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         yield* sql`SELECT 1`.pipe(Effect.mapError(down("database")))
         const blockNumber = yield* Effect.tryPromise({ try: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }), catch: down("chain") })
         const now = yield* Clock.currentTimeMillis
+        const last = yield* reconciliation.status.pipe(Effect.orElseSucceed(() => Option.none()))
+        const drifted = Option.isSome(last) && last.value.confirmed && last.value.drift !== 0n
         return respond({
-          status: "ok" as const,
+          status: drifted ? ("degraded" as const) : ("ok" as const),
           mode: chain.mode,
           database: database.mode,
           chain: {
@@ -33,6 +37,12 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
             treasury: chain.treasury
           },
           settlement: Option.isSome(chain.signer) ? ("local" as const) : ("facilitator" as const),
+          ...Option.match(last, {
+            onNone: () => ({}),
+            onSome: (l) => ({
+              treasury: { drift: l.drift.toString(), block: l.blockNumber.toString(), checkedAt: l.checkedAt.toISOString(), confirmed: l.confirmed }
+            })
+          }),
           uptimeSeconds: Math.floor((now - startedAt) / 1000)
         })
       }))

@@ -208,6 +208,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("reconciliation", (it) => {
         call(`${baseUrl}/api/v1/operator/treasury/reconciliation`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }))
       expect(seen.body.data.current.drift).toBe("1234567")
       expect(seen.body.data.lastCheck).toMatchObject({ drift: "1234567", confirmed: true })
+      const health = yield* Effect.promise(() => call(`${baseUrl}/health`))
+      expect(health.body.data).toMatchObject({ status: "degraded", treasury: { drift: "1234567", confirmed: true } })
       const refused = yield* Effect.promise(() => fetch(`${baseUrl}/api/v1/operator/treasury/reconciliation`))
       expect(refused.status).toBe(401)
     }))
