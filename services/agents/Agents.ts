@@ -5,7 +5,6 @@ import { PaymentRejected } from "../../layers/PaymentVerifier.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,
-  type AgentResource,
   Capability,
   type Endpoints,
   type RegisterAgentRequest,
@@ -16,7 +15,7 @@ import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../../sr
 import { type AgentId, newAgentId } from "../../src/domain/Ids.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
 import { REGISTRATION_FEE } from "../../src/domain/Money.js"
-import { earnedTier, settlementPolicy } from "../../src/domain/Trust.js"
+import { earnedTier } from "../../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
@@ -25,32 +24,6 @@ import { isUniqueViolation } from "../sql/SqlErrors.js"
 import { Paywall } from "../payments/Paywall.js"
 import { Payments } from "../payments/Payments.js"
 import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
-
-export const toResource = (agent: AgentRecord): AgentResource => {
-  const policy = settlementPolicy(agent.trustTier)
-  return {
-    id: agent.id,
-    wallet: agent.wallet,
-    name: agent.name,
-    description: agent.description,
-    tags: agent.tags,
-    capabilities: agent.capabilities,
-    endpoints: agent.endpoints,
-    metadata: agent.metadata,
-    status: agent.status === "pending" ? "inactive" : agent.status,
-    reputation_score: agent.reputationScore,
-    health_score: agent.healthScore,
-    health_updated_at: agent.healthUpdatedAt.toISOString(),
-    circuitState: agent.circuitState,
-    trustTier: agent.trustTier,
-    settlementType: policy.settlementType,
-    settlementDelay: policy.settlementDelay,
-    chain_enabled: agent.chainSettings.chain_enabled,
-    chainSettings: agent.chainSettings,
-    created_at: agent.createdAt.toISOString(),
-    updated_at: agent.updatedAt.toISOString()
-  }
-}
 
 export interface RegistrationResult {
   readonly id: string

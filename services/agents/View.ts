@@ -1,0 +1,29 @@
+// Pure mapping of an agent record to the spec's Agent resource on the wire.
+import type { AgentRecord, AgentResource } from "../../src/domain/Agent.js"
+import { settlementPolicy } from "../../src/domain/Trust.js"
+
+export const toResource = (agent: AgentRecord): AgentResource => {
+  const policy = settlementPolicy(agent.trustTier)
+  return {
+    id: agent.id,
+    wallet: agent.wallet,
+    name: agent.name,
+    description: agent.description,
+    tags: agent.tags,
+    capabilities: agent.capabilities,
+    endpoints: agent.endpoints,
+    metadata: agent.metadata,
+    status: agent.status === "pending" ? "inactive" : agent.status,
+    reputation_score: agent.reputationScore,
+    health_score: agent.healthScore,
+    health_updated_at: agent.healthUpdatedAt.toISOString(),
+    circuitState: agent.circuitState,
+    trustTier: agent.trustTier,
+    settlementType: policy.settlementType,
+    settlementDelay: policy.settlementDelay,
+    chain_enabled: agent.chainSettings.chain_enabled,
+    chainSettings: agent.chainSettings,
+    created_at: agent.createdAt.toISOString(),
+    updated_at: agent.updatedAt.toISOString()
+  }
+}
