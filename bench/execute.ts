@@ -16,6 +16,7 @@ import { readFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { execFileSync } from "node:child_process"
+import pg from "pg"
 import { createNonceManager, createPublicClient, createWalletClient, http, parseSignature, WaitForTransactionReceiptTimeoutError } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 import { jsonRpc } from "viem/nonce"
@@ -121,17 +122,51 @@ const rpcCall = async (rpcUrl: string, method: string, params: ReadonlyArray<unk
 
 const blockNumber = async (rpcUrl: string) => Number(BigInt(String(await rpcCall(rpcUrl, "eth_blockNumber"))))
 
-class ChainSnapshot {
-  private constructor(private readonly rpcUrl: string, private id: unknown) {}
+/** A database kept in step with a chain snapshot: the service's nonces, payments and ledger describe that chain. */
+interface DbSnapshot {
+  readonly adminUrl: string
+  readonly database: string
+  readonly copy: string
+}
 
-  static async take(rpcUrl: string) {
-    return new ChainSnapshot(rpcUrl, await rpcCall(rpcUrl, "evm_snapshot"))
+const adminQuery = async (adminUrl: string, text: string) => {
+  const client = new pg.Client(adminUrl)
+  await client.connect()
+  try {
+    await client.query(text)
+  } finally {
+    await client.end()
+  }
+}
+
+class ChainSnapshot {
+  private constructor(private readonly rpcUrl: string, private id: unknown, private readonly db: DbSnapshot | undefined) {}
+
+  /**
+   * `evm_snapshot`, and (with `infra`) a copy of the service's database taken at the same moment (no service may be
+   * running): reverting the chain under a database that remembers later transactions (treasury nonces, settled
+   * payments) would leave the service out of step with the chain it talks to.
+   */
+  static async take(rpcUrl: string, infra?: Infra) {
+    const id = await rpcCall(rpcUrl, "evm_snapshot")
+    if (infra === undefined) return new ChainSnapshot(rpcUrl, id, undefined)
+    const url = new URL(infra.databaseUrl)
+    const database = url.pathname.slice(1)
+    url.pathname = "/postgres"
+    const db = { adminUrl: url.toString(), database, copy: `${database}_snapshot` }
+    await adminQuery(db.adminUrl, `DROP DATABASE IF EXISTS ${db.copy}`)
+    await adminQuery(db.adminUrl, `CREATE DATABASE ${db.copy} TEMPLATE ${db.database}`)
+    return new ChainSnapshot(rpcUrl, id, db)
   }
 
-  /** Back to the snapshot (anvil drops it on revert, so a new one is taken at once). */
+  /** Back to the snapshot (anvil drops it on revert, so a new one is taken at once), the database too. */
   async restore() {
     if ((await rpcCall(this.rpcUrl, "evm_revert", [this.id])) !== true) throw new BenchError("evm_revert refused the snapshot")
     this.id = await rpcCall(this.rpcUrl, "evm_snapshot")
+    if (this.db !== undefined) {
+      await adminQuery(this.db.adminUrl, `DROP DATABASE IF EXISTS ${this.db.database} WITH (FORCE)`)
+      await adminQuery(this.db.adminUrl, `CREATE DATABASE ${this.db.database} TEMPLATE ${this.db.copy}`)
+    }
   }
 }
 
@@ -802,7 +837,7 @@ const main = async () => {
   }
   await setup.child.stop()
   log(`    agent ${agentId} (tier premium: instant release)`)
-  const start = await ChainSnapshot.take(infra.rpcUrl)
+  const start = await ChainSnapshot.take(infra.rpcUrl, infra)
   const startHeight = await blockNumber(infra.rpcUrl)
   let settlementGrown: SettlementResult | undefined
 

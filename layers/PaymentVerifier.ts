@@ -1,8 +1,9 @@
 // x402 v1 "exact" payments on EVM: the 402 challenge, verification of X-PAYMENT (EIP-3009 signatures) and settlement on chain.
-import { Clock, Data, Effect, Option, Schema } from "effect"
+import { Clock, Data, Effect, Option, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { getAddress, type Hex, isAddressEqual, parseSignature, verifyTypedData } from "viem"
 import type { PaymentRequirements } from "../src/domain/Errors.js"
+import { jsonNestingDepth, MAX_JSON_DEPTH } from "../src/domain/Json.js"
 import { AppConfig } from "./Config.js"
 import { Chain } from "./Chain.js"
 import { transferWithAuthorizationTypes, usdcAbi } from "./devnet/usdcAbi.js"
@@ -76,22 +77,35 @@ export class SettlementError extends Data.TaggedError("SettlementError")<{
 
 export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex")
 
-/** Decodes a base64 (or base64url) JSON X-PAYMENT header. */
+/** A real x402 v1 exact payment header is under 1 KiB; anything far larger is refused before it is decoded. */
+export const MAX_PAYMENT_HEADER_LENGTH = 8 * 1024
+
+const invalidPayload = (message: string, details?: Record<string, unknown>) =>
+  new PaymentRejected({ reason: "invalid_payload", message, ...(details === undefined ? {} : { details }) })
+
+/**
+ * Decodes a base64 (or base64url) JSON X-PAYMENT header, bounded before anything recursive touches it: its length,
+ * then the JSON's nesting depth (a linear scan), then the parse and the schema.
+ */
 export const decodePaymentHeader = (header: string): Effect.Effect<PaymentPayload, PaymentRejected> =>
-  Effect.try({
-    try: () => JSON.parse(Buffer.from(header.trim(), "base64").toString("utf8")) as unknown,
-    catch: () => new PaymentRejected({ reason: "invalid_payload", message: "X-PAYMENT is not base64-encoded JSON" })
-  }).pipe(
-    Effect.flatMap(Schema.decodeUnknown(PaymentPayload)),
-    Effect.catchTag("ParseError", (error) =>
-      Effect.fail(
-        new PaymentRejected({
-          reason: "invalid_payload",
-          message: "X-PAYMENT does not hold an x402 v1 exact EVM payment payload",
-          details: { issue: error.message.slice(0, 500) }
+  Effect.gen(function* () {
+    const trimmed = header.trim()
+    if (trimmed.length > MAX_PAYMENT_HEADER_LENGTH) {
+      return yield* invalidPayload(`X-PAYMENT is longer than ${MAX_PAYMENT_HEADER_LENGTH} characters`)
+    }
+    const text = Buffer.from(trimmed, "base64").toString("utf8")
+    if (jsonNestingDepth(text) > MAX_JSON_DEPTH) {
+      return yield* invalidPayload(`X-PAYMENT nests deeper than ${MAX_JSON_DEPTH} levels`)
+    }
+    const json = yield* Effect.try({ try: (): unknown => JSON.parse(text), catch: () => invalidPayload("X-PAYMENT is not base64-encoded JSON") })
+    return yield* Schema.decodeUnknown(PaymentPayload)(json).pipe(
+      Effect.mapError((error) =>
+        invalidPayload("X-PAYMENT does not hold an x402 v1 exact EVM payment payload", {
+          issues: ParseResult.ArrayFormatter.formatErrorSync(error).slice(0, 5).map((i) => ({ path: i.path.join("."), message: i.message.slice(0, 200) }))
         })
-      ))
-  )
+      )
+    )
+  })
 
 /** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
 const SETTLEMENT_GAS = 150_000n

@@ -2,8 +2,9 @@
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { Config, Data, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import { Config, Data, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { AppConfig } from "./Config.js"
@@ -53,6 +54,40 @@ const embedded = Effect.gen(function* () {
 })
 
 const maxConnections = Config.integer("DATABASE_POOL_SIZE").pipe(Config.withDefault(20))
+/** Longest a statement may run (the server cancels it) and longest we wait for an answer (the socket is dropped). */
+const queryTimeoutMs = Config.integer("DATABASE_QUERY_TIMEOUT_MS").pipe(Config.withDefault(10_000))
+/** Longest we wait to open a connection or to get one from the pool. */
+const connectTimeoutMs = Config.integer("DATABASE_CONNECT_TIMEOUT_MS").pipe(Config.withDefault(5_000))
+
+/**
+ * A socket that gives up on a server that stopped answering: armed when a request is written, disarmed when anything
+ * comes back. An idle connection (or one waiting on LISTEN) is never timed out; a query with no answer within
+ * `timeoutMs` fails, and the pool replaces the connection. (A paused or partitioned server never cancels the
+ * statement itself, so `statement_timeout` alone would not do.)
+ */
+export const answeringSocket = (timeoutMs: number) => (): net.Socket => {
+  const socket = new net.Socket()
+  let timer: NodeJS.Timeout | undefined
+  const disarm = () => {
+    if (timer !== undefined) clearTimeout(timer)
+    timer = undefined
+  }
+  const write: typeof socket.write = socket.write.bind(socket)
+  socket.write = ((...args: Parameters<typeof socket.write>) => {
+    timer ??= setTimeout(() => socket.destroy(new Error(`PostgreSQL did not answer within ${timeoutMs} ms`)), timeoutMs)
+    return write(...args)
+  }) as typeof socket.write
+  socket.on("data", disarm)
+  socket.on("close", disarm)
+  return socket
+}
+
+/** `statement_timeout` for every connection, through libpq's `options` parameter of the URL. */
+const withStatementTimeout = (url: Redacted.Redacted<string>, timeoutMs: number) => {
+  const text = Redacted.value(url)
+  const separator = text.includes("?") ? "&" : "?"
+  return Redacted.make(`${text}${separator}options=${encodeURIComponent(`-c statement_timeout=${timeoutMs}`)}`)
+}
 
 /** SqlClient + PgClient for the configured database, with every pending migration applied. */
 export const PgLive = Layer.unwrapScoped(
@@ -61,7 +96,14 @@ export const PgLive = Layer.unwrapScoped(
     const mode = Option.isSome(config.databaseUrl) ? ("external" as const) : ("embedded" as const)
     const url = Option.isSome(config.databaseUrl) ? config.databaseUrl.value : yield* embedded
     const pool = yield* maxConnections
-    const client = PgClient.layer({ ...clientOptions, url, maxConnections: pool })
+    const timeoutMs = yield* queryTimeoutMs
+    const client = PgClient.layer({
+      ...clientOptions,
+      url: withStatementTimeout(url, timeoutMs),
+      maxConnections: pool,
+      connectTimeout: Duration.millis(yield* connectTimeoutMs),
+      stream: answeringSocket(timeoutMs + 2_000)
+    })
     const migrated = PgMigrator.layer({ loader: sqlFileLoader }).pipe(Layer.provide(NodeContext.layer))
     return Layer.merge(
       Layer.provideMerge(migrated, client),

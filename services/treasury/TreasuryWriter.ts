@@ -52,17 +52,18 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       onSome: Effect.succeed
     })
 
-    const signAt = (nonce: bigint, to: `0x${string}`, data: Hex | undefined, gas: bigint) =>
+    type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint }
+    const signAt = (nonce: bigint, to: `0x${string}`, data: Hex | undefined, gas: bigint, fee: Fees) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
-        const fee = yield* currentFees
+        const account = s.account
+        if (account.type !== "local") return yield* new TreasuryError({ message: "the treasury signer must be a local key" })
         const raw = yield* Effect.tryPromise({
-          // A local account: viem signs in-process, no RPC round trip.
+          // In-process signing: no RPC round trip while the nonce row is locked.
           try: () =>
-            s.walletClient.signTransaction({
-              account: s.account,
-              chain: s.walletClient.chain,
+            account.signTransaction({
               type: "eip1559",
+              chainId: chain.chainId,
               nonce: Number(nonce),
               to,
               ...(data === undefined ? {} : { data }),
@@ -76,15 +77,27 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         return { raw, hash: keccak256(raw) }
       })
 
-    /** Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. */
-    const broadcast = (tx: { readonly id: string; readonly rawTx: string }) =>
+    /** A node's answer that means the bytes are already there (or mined): not a failure. */
+    const alreadyThere = (error: unknown) => /already known|nonce too low|known transaction/i.test(String(error))
+
+    /**
+     * Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. A failure
+     * is retried twice at once and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
+     * not a separate step in the machine (signed → mined is a valid path): it costs no database round trip.
+     */
+    const broadcast = (tx: { readonly id: string; readonly rawTx: string }, record: "always" | "failures" = "always") =>
       Effect.gen(function* () {
+        const sent = yield* Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })).pipe(
+          Effect.catchIf((e) => alreadyThere(e.error), () => Effect.void),
+          Effect.retry({ times: 2, schedule: Schedule.spaced(Duration.millis(50)) }),
+          Effect.either
+        )
         const at = yield* Clock.currentTimeMillis
-        const sent = yield* Effect.either(Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })))
-        const event = sent._tag === "Right"
-          ? { type: "BROADCAST" as const, at }
-          : { type: "BROADCAST_FAILED" as const, at, error: String(sent.left.error).slice(0, 300) }
-        yield* host.deliverNow("treasury", tx.id, event)
+        if (sent._tag === "Left") {
+          yield* host.deliverNow("treasury", tx.id, { type: "BROADCAST_FAILED", at, error: String(sent.left.error).slice(0, 300) })
+        } else if (record === "always") {
+          yield* host.deliverNow("treasury", tx.id, { type: "BROADCAST", at })
+        }
         return sent._tag === "Right"
       })
 
@@ -100,13 +113,13 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     }) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
-        yield* currentFees // outside the nonce lock
+        const fee = yield* currentFees // read outside the nonce lock
         const id = newId("ttx")
         const now = yield* Clock.currentTimeMillis
         const stored = yield* sql.withTransaction(
           Effect.gen(function* () {
             const nonce = yield* repo.allocateNonce(s.account.address)
-            const { raw, hash } = yield* signAt(nonce, intent.to, intent.data, intent.gas)
+            const { raw, hash } = yield* signAt(nonce, intent.to, intent.data, intent.gas, fee)
             yield* repo.insert({
               id,
               purpose: intent.purpose,
@@ -123,7 +136,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           })
         )
         yield* faults.afterSign({ id, purpose: intent.purpose })
-        yield* broadcast(stored)
+        yield* broadcast(stored, "failures")
         yield* faults.afterBroadcast({ id, purpose: intent.purpose })
         return stored
       }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
@@ -189,8 +202,9 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       if (Option.isNone(next) || next.value <= mined) return 0
       const gaps = yield* repo.gaps(s.account.address, mined, next.value)
       const now = yield* Clock.currentTimeMillis
+      const fee = yield* currentFees
       for (const nonce of gaps) {
-        const { raw, hash } = yield* signAt(nonce, s.account.address, undefined, GAP_FILL_GAS)
+        const { raw, hash } = yield* signAt(nonce, s.account.address, undefined, GAP_FILL_GAS, fee)
         const id = newId("ttx")
         yield* sql.withTransaction(repo.insert({
           id,

@@ -20,10 +20,15 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
     return handlers.handle("health", () =>
       Effect.gen(function* () {
-        yield* sql`SELECT 1`.pipe(Effect.mapError(down("database")))
-        const blockNumber = yield* Effect.tryPromise({ try: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }), catch: down("chain") })
+        // Bounded: a paused or unreachable database answers 503 within about a second and a half, never hangs.
+        // disconnect: the timeout answers at once instead of waiting for the interrupted query's cancel request.
+        yield* sql`SELECT 1`.pipe(Effect.disconnect, Effect.timeoutFail({ duration: "1500 millis", onTimeout: down("database") }), Effect.mapError(down("database")))
+        const blockNumber = yield* Effect.tryPromise({ try: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }), catch: down("chain") }).pipe(
+          Effect.disconnect,
+          Effect.timeoutFail({ duration: "1500 millis", onTimeout: down("chain") })
+        )
         const now = yield* Clock.currentTimeMillis
-        const last = yield* reconciliation.status.pipe(Effect.orElseSucceed(() => Option.none()))
+        const last = yield* reconciliation.status.pipe(Effect.disconnect, Effect.timeout("500 millis"), Effect.catchAllCause(() => Effect.succeed(Option.none())))
         const drifted = Option.isSome(last) && last.value.confirmed && last.value.drift !== 0n
         return respond({
           status: drifted ? ("degraded" as const) : ("ok" as const),

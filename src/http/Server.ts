@@ -10,6 +10,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
+import { SqlError } from "@effect/sql"
 import { Cause, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import {
@@ -21,6 +22,7 @@ import {
   PayloadTooLarge,
   PaymentRequired,
   PaymentRequiredResponse,
+  Unavailable,
   UnsupportedMediaType
 } from "../domain/Errors.js"
 import { jsonNestingDepth, MAX_JSON_DEPTH } from "../domain/Json.js"
@@ -49,7 +51,7 @@ const JSON_TYPE = /^\s*application\/json\s*(?:;|$)/i
 /** Framework messages quote the offending value; keep them short. */
 const clip = (message: string) => (message.length > 300 ? `${message.slice(0, 300)}…` : message)
 
-const encoded = (error: BadRequest | NotFound | PayloadTooLarge | InternalError) =>
+const encoded = (error: BadRequest | NotFound | PayloadTooLarge | InternalError | Unavailable) =>
   encoderFor(error)?.(error) ?? Effect.die(error)
 
 /** Maps what the framework raises on bad input to our envelope; anything unexpected becomes a logged 500 without internals. */
@@ -80,6 +82,13 @@ const shapeFailure = (cause: Cause.Cause<unknown>) => {
           : new BadRequest({ code: "INVALID_JSON", message: "the request body is not valid JSON" })
       )
     }
+  }
+  if (error instanceof SqlError.SqlError) {
+    // The database did not answer (paused, restarting, unreachable): a bounded 503 the client can retry, not a 500.
+    return Effect.logWarning("database unavailable", cause).pipe(
+      Effect.zipRight(encoded(new Unavailable({ code: "SERVICE_UNAVAILABLE", message: "the database is not answering; nothing was charged; try again shortly" }))),
+      Effect.map(HttpServerResponse.setHeader("Retry-After", "5"))
+    )
   }
   return Effect.logError("unhandled failure", cause).pipe(
     Effect.zipRight(encoded(new InternalError({ code: "INTERNAL_ERROR", message: "internal error; nothing was charged that was not delivered" })))

@@ -522,8 +522,9 @@ describe("devnet with a state file", () => {
       expect(second.rpcUrl).not.toBe(first.rpcUrl);
       expect(second.usdcAddress).toBe(first.usdcAddress);
       const c2 = clientsFor(second, devKey(2));
-      // no deployment or mint happened on restart
-      expect(await c2.publicClient.getBlockNumber()).toBe(blockBefore);
+      // no deployment or mint happened on restart: the deployer's nonce and the supply are unchanged. (The
+      // restored head is not compared exactly: anvil may restore the block it was mining when it dumped.)
+      expect(await c2.publicClient.getBlockNumber()).toBeGreaterThanOrEqual(blockBefore);
       expect(await c2.publicClient.getTransactionCount({ address: devAddress(0) })).toBe(
         treasuryNonceBefore,
       );
