@@ -78,18 +78,19 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       })
 
     /** A node's answer that means the bytes are already there (or mined): not a failure. */
-    const alreadyThere = (error: unknown) => /already known|nonce too low|known transaction/i.test(String(error))
+    const alreadyThere = (error: unknown) => /already known|already imported|nonce too low|known transaction/i.test(String(error))
 
     /**
      * Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. A failure
-     * is retried twice at once and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
+     * is retried twice and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
      * not a separate step in the machine (signed → mined is a valid path): it costs no database round trip.
      */
     const broadcast = (tx: { readonly id: string; readonly rawTx: string }, record: "always" | "failures" = "always") =>
       Effect.gen(function* () {
         const sent = yield* Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })).pipe(
           Effect.catchIf((e) => alreadyThere(e.error), () => Effect.void),
-          Effect.retry({ times: 2, schedule: Schedule.spaced(Duration.millis(50)) }),
+          // At once, not on a schedule: a fault that outlasts two tries is the worker's to rebroadcast after the lease.
+          Effect.retry({ times: 2 }),
           Effect.either
         )
         const at = yield* Clock.currentTimeMillis
