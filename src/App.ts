@@ -21,6 +21,7 @@ import { Ledger } from "../services/ledger/Ledger.js"
 import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/executions/RateLimits.js"
+import { UsedSignaturesPruneLive } from "../services/agents/WalletAuth.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
@@ -49,7 +50,8 @@ const WorkersLive = Layer.unwrapEffect(
         ReconciliationWorkerLive,
         CallbacksWorkerLive,
         HealthProbesLive,
-        RateLimitPruneLive
+        RateLimitPruneLive,
+        UsedSignaturesPruneLive
       )
       : Layer.empty)
 )

@@ -23,7 +23,7 @@ import { Outbox } from "../outbox/Outbox.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
 import { Paywall } from "../payments/Paywall.js"
 import { Payments } from "../payments/Payments.js"
-import { verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
+import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
 export interface RegistrationResult {
   readonly id: string
@@ -178,12 +178,16 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         return { agent: record.value, meta: { cached: false, cacheSource: "database" as const } }
       }).pipe(Effect.withSpan("Agents.get"))
 
-    /** Loads the agent for its owner, proving the wallet signature; suspended agents are frozen for owners. */
-    const authorizeOwner = (id: AgentId, auth: WalletAuthHeaders, lock = true) =>
+    /**
+     * Loads the agent for its owner, proving the wallet signature; suspended agents are frozen for owners. `use`: inside
+     * the change's transaction, the signature is used up (single-use); without it, only checked.
+     */
+    const authorizeOwner = (id: AgentId, auth: WalletAuthHeaders, use = true) =>
       Effect.gen(function* () {
-        const record = yield* loadRecord(id, lock)
+        const record = yield* loadRecord(id, use)
         if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
-        yield* verifyWalletSignature(record.value, auth)
+        const proof = yield* verifyWalletSignature(record.value, auth)
+        if (use) yield* consumeWalletSignature(proof)
         if (record.value.status === "suspended") {
           return yield* new Forbidden({
             code: "AGENT_SUSPENDED",

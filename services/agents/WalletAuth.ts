@@ -1,5 +1,7 @@
-// Wallet-signature authentication (spec section 5): `service-auth:{agentId}:{timestampMs}` signed as a personal message.
-import { Clock, Effect } from "effect"
+// Wallet-signature authentication (spec section 5): `service-auth:{agentId}:{timestampMs}` signed as a personal message,
+// each signature good for one change (remembered until it would have expired).
+import { SqlClient } from "@effect/sql"
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { isHex, recoverMessageAddress } from "viem"
 import { Forbidden, Unauthorized } from "../../src/domain/Errors.js"
 
@@ -15,11 +17,18 @@ export interface WalletAuthHeaders {
   readonly "x-agent-signature"?: string | undefined
 }
 
-/** Proves that the caller controls `agent.wallet` and signed for `agent.id` within the last 5 minutes. Returns the wallet. */
+/** A verified signature: who signed, for which agent, and the signed timestamp (what makes it single-use). */
+export interface WalletProof {
+  readonly agentId: string
+  readonly wallet: string
+  readonly signedAt: number
+}
+
+/** Proves that the caller controls `agent.wallet` and signed for `agent.id` within the last 5 minutes. */
 export const verifyWalletSignature = (
   agent: { readonly id: string; readonly wallet: string },
   headers: WalletAuthHeaders
-): Effect.Effect<string, Unauthorized | Forbidden> =>
+): Effect.Effect<WalletProof, Unauthorized | Forbidden> =>
   Effect.gen(function* () {
     const walletHeader = headers["x-agent-wallet"]
     const signatureHeader = headers["x-agent-signature"]
@@ -79,5 +88,39 @@ export const verifyWalletSignature = (
         message: "the wallet is not this agent's registered wallet"
       })
     }
-    return wallet
+    return { agentId: agent.id, wallet, signedAt }
   }).pipe(Effect.withSpan("WalletAuth.verify"))
+
+/**
+ * Uses up a verified signature. Call it inside the database transaction of the change it authorises: a change that
+ * fails leaves the signature usable, and of two concurrent requests with one signature the second waits on the first's
+ * row and is refused once it commits.
+ */
+export const consumeWalletSignature = (proof: WalletProof) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const used = yield* sql`
+      INSERT INTO used_wallet_signatures (agent_id, wallet, signed_at_ms, expires_at)
+      VALUES (${proof.agentId}, ${proof.wallet}, ${proof.signedAt}, ${new Date(proof.signedAt + SIGNATURE_MAX_AGE_MS)})
+      ON CONFLICT DO NOTHING RETURNING 1`.pipe(Effect.orDie)
+    if (used.length === 0) {
+      return yield* new Unauthorized({
+        code: "AUTH_SIGNATURE_REUSED",
+        message: "this signature was already used; sign a fresh timestamp for every request",
+        details: { signedAt: proof.signedAt }
+      })
+    }
+  })
+
+/** Forgets used signatures once they have expired (an expired signature is refused before it is looked up). */
+export const UsedSignaturesPruneLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      sql`DELETE FROM used_wallet_signatures WHERE expires_at < ${new Date(now - SIGNATURE_MAX_FUTURE_MS)}`).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("pruning used wallet signatures failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.minutes(1))),
+      Effect.forkScoped
+    )
+  })
+)

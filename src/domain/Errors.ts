@@ -14,6 +14,7 @@ export const ErrorCodes = {
   AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old." },
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
+  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay." },
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
@@ -88,7 +89,7 @@ export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "OPERATOR_AUTH_REQUIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 

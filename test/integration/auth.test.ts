@@ -201,6 +201,28 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
       expect((yield* read(id)).body.data.name).toBe("Summarizer")
     }))
 
+  it.effect("a signature is good for one change: replaying it is refused with 401 AUTH_SIGNATURE_REUSED, also when sent twice at once", () =>
+    Effect.gen(function* () {
+      const id = yield* agentId
+      const headers = yield* sign(owner, id)
+      // A request refused before the change (invalid body) does not use the signature up.
+      expectError(yield* patch(id, headers, { name: "" }), 400, "VALIDATION_ERROR")
+      expect((yield* patch(id, headers, { description: "first use" })).status).toBe(200)
+      expectError(yield* patch(id, headers, { description: "replayed" }), 401, "AUTH_SIGNATURE_REUSED")
+      expectError(yield* remove(id, headers), 401, "AUTH_SIGNATURE_REUSED")
+      expect((yield* read(id)).body.data).toMatchObject({ status: "active", description: "first use" })
+
+      // Two requests racing with one fresh signature: exactly one is applied.
+      const racing = yield* sign(owner, id)
+      const results = yield* Effect.all([patch(id, racing, { description: "racer A" }), patch(id, racing, { description: "racer B" })], {
+        concurrency: 2
+      })
+      expect(results.map((r) => r.status).sort()).toEqual([200, 401])
+      const winner = results.find((r) => r.status === 200)!.body.data.description
+      expectError(results.find((r) => r.status === 401)!, 401, "AUTH_SIGNATURE_REUSED")
+      expect((yield* read(id)).body.data.description).toBe(winner)
+    }))
+
   it.effect("operator endpoints without the bearer token, or with a wrong one, are refused with 401 OPERATOR_AUTH_REQUIRED", () =>
     Effect.gen(function* () {
       const id = yield* agentId

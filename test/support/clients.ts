@@ -82,9 +82,13 @@ export const signPayment = async (o: PaymentOptions) => {
   return { header: Buffer.from(JSON.stringify(payload)).toString("base64"), nonce: authorization.nonce }
 }
 
-/** Wallet-signature headers (spec section 5) for an agent, signed by `account` at `timestamp` (ms). */
+/** Signatures are single-use per signed timestamp: a client signing twice within one millisecond moves on a tick. */
+let lastTimestamp = 0
+const freshTimestamp = () => (lastTimestamp = Math.max(Date.now(), lastTimestamp + 1))
+
+/** Wallet-signature headers (spec section 5) for an agent, signed by `account` at `timestamp` (ms; default now, never repeated). */
 export const walletAuth = async (account: PrivateKeyAccount, agentId: string, options: { timestamp?: number; claimedWallet?: string } = {}) => {
-  const message = `service-auth:${agentId}:${options.timestamp ?? Date.now()}`
+  const message = `service-auth:${agentId}:${options.timestamp ?? freshTimestamp()}`
   const signature = await account.signMessage({ message })
   return { "X-Agent-Wallet": options.claimedWallet ?? account.address, "X-Agent-Signature": `${message}:sig:${signature}` }
 }
