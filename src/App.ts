@@ -101,8 +101,23 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
     Layer.provideMerge(Layer.mergeAll(PgLive, chain))
   )
 
+/**
+ * A client gets HTTP_REQUEST_TIMEOUT_MS (30 s) to send its whole request and a third of it for the headers, so a slow
+ * body cannot hold a connection for Node's default 300 s; checked every second. (Time the agent takes to answer is not
+ * counted: the request has arrived by then.)
+ */
+const requestTimeoutMs = Config.integer("HTTP_REQUEST_TIMEOUT_MS").pipe(
+  Config.withDefault(30_000),
+  Config.validate({ message: "HTTP_REQUEST_TIMEOUT_MS must be between 1000 and 300000", validation: (n) => n >= 1_000 && n <= 300_000 })
+)
+
 const NodeServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, ({ host, port }) => NodeHttpServer.layer(createServer, { port, host }))
+  Effect.gen(function* () {
+    const { host, port } = yield* AppConfig
+    const requestTimeout = yield* requestTimeoutMs
+    const options = { requestTimeout, headersTimeout: Math.ceil(requestTimeout / 3), connectionsCheckingInterval: 1_000 }
+    return NodeHttpServer.layer(() => createServer(options), { port, host })
+  })
 )
 
 /** Prints where everything is once the server listens. */

@@ -11,7 +11,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { SqlError } from "@effect/sql"
-import { Cause, Effect, Layer, Option, Schema } from "effect"
+import { Cause, Config, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import {
   BadRequest,
@@ -157,8 +157,17 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive])
 )
 
+/**
+ * X-Forwarded-For/-Host name the client only when a proxy we run sets them: TRUST_PROXY=true behind one, off by default
+ * (anyone can send the headers, so a direct client would choose its own address).
+ */
+const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
+  Config.withDefault(false),
+  Config.map((trusted) => (trusted ? HttpMiddleware.xForwardedHeaders : <A>(app: A) => app))
+)
+
 /** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */
-export const HttpLive = HttpApiBuilder.serve(HttpMiddleware.xForwardedHeaders).pipe(
+export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve(middleware))).pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(envelopeMiddleware),
