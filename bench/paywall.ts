@@ -3,19 +3,42 @@
 // the agent's JSON. No database, escrow, ledger, machines or proxy features. Run as a child process with
 // DEVNET_RPC_URL (same chain wiring as the service: layers/Chain.ts attached devnet, dev account 0 settles),
 // AGENT_URL and PAYWALL_PRICE (atomic units); it reports its port over IPC and exits when the parent goes away.
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import * as http from "node:http"
 import { Pool } from "undici"
-import { ChainLive } from "../layers/Chain.js"
+import { getAddress, type Hex, parseSignature } from "viem"
+import { Chain, ChainLive } from "../layers/Chain.js"
 import { ConfigLive } from "../layers/Config.js"
+import { usdcAbi } from "../layers/devnet/usdcAbi.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
+import type { VerifiedPayment } from "../layers/x402/payment.js"
 
 const agentUrl = new URL(process.env["AGENT_URL"] ?? "")
 const price = BigInt(process.env["PAYWALL_PRICE"] ?? "11000")
 
-const VerifierLive = PaymentVerifier.Default.pipe(Layer.provide(ChainLive), Layer.provide(ConfigLive))
+const VerifierLive = PaymentVerifier.Default.pipe(Layer.provideMerge(ChainLive), Layer.provide(ConfigLive))
 const runtime = ManagedRuntime.make(VerifierLive)
 const verifier = await runtime.runPromise(PaymentVerifier)
+const chain = await runtime.runPromise(Chain)
+const signer = Option.getOrThrow(chain.signer)
+
+/** What a minimal x402 server does: submit transferWithAuthorization from its key and wait for the receipt. */
+const settle = async (p: VerifiedPayment): Promise<{ readonly ok: true; readonly hash: Hex } | { readonly ok: false; readonly reason: string }> => {
+  const { r, s, v, yParity } = parseSignature(p.signature)
+  try {
+    const hash = await signer.walletClient.writeContract({
+      address: chain.usdc.address,
+      abi: usdcAbi,
+      functionName: "transferWithAuthorization",
+      args: [getAddress(p.payer), p.payTo, p.amount, p.validAfter, p.validBefore, p.nonce, Number(v ?? BigInt(yParity + 27)), r, s],
+      gas: 150_000n
+    })
+    const receipt = await chain.publicClient.getTransactionReceipt({ hash }).catch(() => chain.publicClient.waitForTransactionReceipt({ hash }))
+    return receipt.status === "success" ? { ok: true, hash } : { ok: false, reason: "settlement_failed" }
+  } catch (error) {
+    return { ok: false, reason: String(error).slice(0, 200) }
+  }
+}
 const requirements = verifier.requirements({ amount: price, resource: "http://127.0.0.1/paywall", description: "bench paywall" })
 const agent = new Pool(agentUrl.origin, { connections: 128, pipelining: 1, keepAliveTimeout: 10_000 })
 
@@ -39,11 +62,9 @@ const handle = async (req: http.IncomingMessage, res: http.ServerResponse, body:
   if (verified._tag === "Left") {
     return json(res, 402, { x402Version: 1, error: verified.left.reason, message: verified.left.message, accepts: [requirements] })
   }
-  const settled = await runtime.runPromise(Effect.either(verifier.settle(verified.right, requirements)))
+  const settled = await settle(verified.right)
   const t2 = performance.now()
-  if (settled._tag === "Left") {
-    return json(res, 402, { x402Version: 1, error: settled.left.reason, message: settled.left.message, accepts: [requirements] })
-  }
+  if (!settled.ok) return json(res, 402, { x402Version: 1, error: settled.reason, accepts: [requirements] })
   const reply = await agent.request({
     path: agentUrl.pathname + agentUrl.search,
     method: "POST",
@@ -57,7 +78,7 @@ const handle = async (req: http.IncomingMessage, res: http.ServerResponse, body:
   phases.forward += t3 - t2
   phases.total += t3 - t0
   phases.count++
-  const receipt = Buffer.from(JSON.stringify({ success: true, transaction: settled.right, network: verifier.network, payer: verified.right.payer }))
+  const receipt = Buffer.from(JSON.stringify({ success: true, transaction: settled.hash, network: verifier.network, payer: verified.right.payer }))
   res.writeHead(reply.statusCode, {
     "content-type": "application/json",
     "content-length": Buffer.byteLength(text),

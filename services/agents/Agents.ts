@@ -1,7 +1,7 @@
 // The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import { PaymentRejected } from "../../layers/PaymentVerifier.js"
+import { PaymentRejected } from "../../layers/x402/payment.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,

@@ -1,7 +1,8 @@
 // The one way a route takes money: a quote and the payment header in, the verified payment or the 402 answer out.
 // Registration and execution use it; MCP tools and chain calls will.
 import { Effect } from "effect"
-import { type PaymentRejected, PaymentVerifier, type VerifiedPayment } from "../../layers/PaymentVerifier.js"
+import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
+import type { PaymentRejected, VerifiedPayment } from "../../layers/x402/payment.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 

@@ -2,7 +2,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import type { Hex } from "viem"
-import type { VerifiedPayment } from "../../layers/PaymentVerifier.js"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { historyStatement } from "../../machines/Host.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { isPersistedSnapshot, type PersistedSnapshot, startMachine } from "../../machines/step.js"

@@ -1,6 +1,6 @@
 // Test seams that stand in for a crash or an attacker at a precise step of a money path (the default does nothing).
 import { Context, Effect } from "effect"
-import type { VerifiedPayment } from "../../layers/PaymentVerifier.js"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
 
 export interface MoneyFaultsShape {
   /** After a payment was verified and reserved, before we settle it (a front-runner's moment). */
