@@ -3,7 +3,7 @@
 // transactions: services/treasury/TreasuryWriter.ts signs them, like every other).
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import type { PaymentRequirements } from "../src/domain/Errors.js"
+import type { PaymentRequirements } from "./x402/requirements.js"
 import { AppConfig } from "./Config.js"
 import { Chain } from "./Chain.js"
 import { settleWithFacilitator } from "./x402/facilitator.js"

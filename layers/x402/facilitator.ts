@@ -1,7 +1,7 @@
 // Settlement through a standard x402 facilitator (POST /settle): when the treasury key is not ours to hold.
 import { Effect } from "effect"
 import type { Hex } from "viem"
-import type { PaymentRequirements } from "../../src/domain/Errors.js"
+import type { PaymentRequirements } from "./requirements.js"
 import { SettlementError, type VerifiedPayment } from "./payment.js"
 
 /** A facilitator settles before it answers; its answer is bounded in time. */

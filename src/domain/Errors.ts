@@ -1,6 +1,7 @@
 // Every error code the API can answer with: its HTTP status, its meaning, and the envelope it travels in.
 import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
+import { PaymentRequirements } from "../../layers/x402/requirements.js"
 
 /**
  * The single registry of error codes. `docs/errors.md` is written from this table
@@ -146,21 +147,6 @@ export class GatewayTimeout extends Schema.TaggedError<GatewayTimeout>()(
   fields("EXECUTION_TIMEOUT")
 ) {}
 export const GatewayTimeoutResponse = envelope(GatewayTimeout, "GatewayTimeout", GatewayTimeout.fields.code, 504)
-
-/** The x402 v1 `accepts[]` entry (what to pay, to whom, on which network). */
-export const PaymentRequirements = Schema.Struct({
-  scheme: Schema.Literal("exact"),
-  network: Schema.String,
-  maxAmountRequired: Schema.String,
-  resource: Schema.String,
-  description: Schema.String,
-  mimeType: Schema.String,
-  payTo: Schema.String,
-  maxTimeoutSeconds: Schema.Number,
-  asset: Schema.String,
-  extra: Schema.Struct({ name: Schema.String, version: Schema.String })
-}).annotations({ identifier: "PaymentRequirements" })
-export type PaymentRequirements = typeof PaymentRequirements.Type
 
 /**
  * 402: payment missing or refused. On the wire it is at once an x402 v1 challenge
