@@ -14,7 +14,7 @@ export class DatabaseStartError extends Data.TaggedError("DatabaseStartError")<{
 
 /** Where the database is, for the start-up banner. */
 export class DatabaseInfo extends Effect.Service<DatabaseInfo>()("Pg/DatabaseInfo", {
-  succeed: { mode: "external" as "embedded" | "external", url: Redacted.make("") }
+  succeed: { mode: "external" as "embedded" | "external", url: Redacted.make(""), dataDir: undefined as string | undefined }
 }) {}
 
 const migrationsDir = fileURLToPath(new URL("../migrations/", import.meta.url))
@@ -50,7 +50,7 @@ const embedded = Effect.gen(function* () {
     }),
     (server) => Effect.promise(() => server.stop())
   )
-  return Redacted.make(server.url)
+  return { url: Redacted.make(server.url), dataDir: server.databaseDir }
 })
 
 const maxConnections = Config.integer("DATABASE_POOL_SIZE").pipe(Config.withDefault(20))
@@ -94,7 +94,7 @@ export const PgLive = Layer.unwrapScoped(
   Effect.gen(function* () {
     const config = yield* AppConfig
     const mode = Option.isSome(config.databaseUrl) ? ("external" as const) : ("embedded" as const)
-    const url = Option.isSome(config.databaseUrl) ? config.databaseUrl.value : yield* embedded
+    const { url, dataDir } = Option.isSome(config.databaseUrl) ? { url: config.databaseUrl.value, dataDir: undefined } : yield* embedded
     const pool = yield* maxConnections
     const timeoutMs = yield* queryTimeoutMs
     const client = PgClient.layer({
@@ -107,7 +107,7 @@ export const PgLive = Layer.unwrapScoped(
     const migrated = PgMigrator.layer({ loader: sqlFileLoader }).pipe(Layer.provide(NodeContext.layer))
     return Layer.merge(
       Layer.provideMerge(migrated, client),
-      Layer.succeed(DatabaseInfo, DatabaseInfo.make({ mode, url }))
+      Layer.succeed(DatabaseInfo, DatabaseInfo.make({ mode, url, dataDir }))
     )
   })
 )

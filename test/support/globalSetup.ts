@@ -22,7 +22,17 @@ declare module "vitest" {
   }
 }
 
+/** Vitest reports a failing global setup with no reason at all: say why, then fail the run. */
 export default async function setup(project: TestProject) {
+  try {
+    return await start(project)
+  } catch (error) {
+    console.error(`\ntest setup failed: ${error instanceof Error ? error.message : String(error)}\n`)
+    throw error
+  }
+}
+
+async function start(project: TestProject) {
   const dir = await mkdtemp(join(tmpdir(), "marketplace-test-"))
   await chmod(dir, 0o755) // the postgres system user must traverse it
   const [postgres, devnet] = await Promise.all([
