@@ -1,7 +1,16 @@
-// Entry point: configuration from the environment, then the whole service until SIGINT/SIGTERM.
+// Entry point: configuration from the environment, then the whole service until SIGINT/SIGTERM. A start-up failure is
+// one message on stderr and exit code 1.
 import { NodeRuntime } from "@effect/platform-node"
-import { Layer } from "effect"
+import { Cause, Effect, Layer } from "effect"
 import { ConfigLive } from "../layers/Config.js"
 import { AppLive } from "./App.js"
+import { describeStartupFailure } from "./startupFailure.js"
 
-Layer.launch(AppLive.pipe(Layer.provide(ConfigLive))).pipe(NodeRuntime.runMain)
+Layer.launch(AppLive.pipe(Layer.provide(ConfigLive))).pipe(
+  Effect.tapErrorCause((cause) =>
+    Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Effect.sync(() => console.error(`agent marketplace could not start: ${describeStartupFailure(cause, process.env["PORT"] ?? "3000")}`))
+  ),
+  NodeRuntime.runMain({ disableErrorReporting: true })
+)
