@@ -9,6 +9,7 @@ import type { ExecutionEvent } from "./execution.js"
 import type { SettlementEvent } from "./settlement.js"
 import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
 import type { TreasuryTxEvent } from "./treasuryTx.js"
+import type { WithdrawalEvent } from "./withdrawal.js"
 
 /** Every persisted machine kind and the events it takes. */
 export interface MachineEvents {
@@ -16,9 +17,10 @@ export interface MachineEvents {
   readonly settlement: SettlementEvent
   readonly circuit: CircuitEvent
   readonly treasury: TreasuryTxEvent
+  readonly withdrawal: WithdrawalEvent
 }
 export type MachineKind = keyof MachineEvents
-const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury"]
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal"]
 const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
 
 /** What a delivery did (none when the actor does not exist). */

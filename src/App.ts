@@ -22,6 +22,8 @@ import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/executions/RateLimits.js"
 import { UsedSignaturesPruneLive } from "../services/agents/WalletAuth.js"
+import { WithdrawalMachine } from "../services/withdrawals/withdrawalSpec.js"
+import { Withdrawals } from "../services/withdrawals/Withdrawals.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
@@ -68,7 +70,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = MachineRunnersLive.pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default))
 )
 
 /**
@@ -80,6 +82,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
     Layer.provideMerge(
       Layer.mergeAll(
         Agents.Default,
+        Withdrawals.Default,
         Executions.Default,
         Balances.Default,
         Payments.Default,

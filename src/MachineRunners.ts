@@ -6,6 +6,7 @@ import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
+import { WithdrawalMachine } from "../services/withdrawals/withdrawalSpec.js"
 
 export const MachineRunnersLive = Layer.effect(
   MachineRunners,
@@ -15,7 +16,8 @@ export const MachineRunnersLive = Layer.effect(
       execution: runner(sql, "execution", (yield* ExecutionMachine).spec),
       settlement: runner(sql, "settlement", (yield* SettlementMachine).spec),
       circuit: runner(sql, "circuit", (yield* CircuitMachine).spec),
-      treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec)
+      treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec),
+      withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec)
     }
     return runners
   })

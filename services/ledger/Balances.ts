@@ -11,7 +11,8 @@ const BalanceRow = Schema.Struct({
   pending: Schema.BigInt,
   escrowCount: Schema.Number,
   escrowTotal: Schema.BigInt,
-  executionCount: Schema.Number
+  executionCount: Schema.Number,
+  totalWithdrawn: Schema.BigInt
 })
 
 const TxRow = Schema.Struct({
@@ -56,14 +57,15 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
                WHERE s.agent_id = ${agentId} AND s.status = 'held' AND x.status = 'completed')::text AS pending,
             (SELECT COUNT(*) FROM escrows WHERE agent_id = ${agentId} AND status = 'held')::int AS escrow_count,
             (SELECT COALESCE(SUM(amount), 0) FROM escrows WHERE agent_id = ${agentId} AND status = 'held')::text AS escrow_total,
-            (SELECT COUNT(*) FROM executions WHERE agent_id = ${agentId})::int AS execution_count`
+            (SELECT COUNT(*) FROM executions WHERE agent_id = ${agentId})::int AS execution_count,
+            (SELECT COALESCE(SUM(amount), 0) FROM withdrawals WHERE agent_id = ${agentId} AND status = 'completed')::text AS total_withdrawn`
         const row = yield* Schema.decodeUnknown(BalanceRow)(rows[0])
         return {
           agentId,
           available: formatUsdc(row.available),
           pending: formatUsdc(row.pending),
           totalEarned: formatUsdc(row.totalEarned),
-          totalWithdrawn: formatUsdc(0n),
+          totalWithdrawn: formatUsdc(row.totalWithdrawn),
           totalDisputed: formatUsdc(0n),
           executionCount: row.executionCount,
           escrow: { pendingCount: row.escrowCount, pendingTotal: formatUsdc(row.escrowTotal) }

@@ -10,6 +10,7 @@ export const Accounts = {
   settlementReceivable: "settlement_receivable",
   escrow: "escrow",
   refundsPayable: "refunds_payable",
+  withdrawalsPayable: "withdrawals_payable",
   platformRevenue: "platform_revenue",
   agentAvailable: (agentId: string) => `agent:${agentId}:available`,
   agentPending: (agentId: string) => `agent:${agentId}:pending`

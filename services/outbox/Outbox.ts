@@ -13,6 +13,9 @@ export type EventType =
   | "execution.failed"
   | "execution.refunded"
   | "escrow.released"
+  | "withdrawal.requested"
+  | "withdrawal.completed"
+  | "withdrawal.failed"
 
 export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {

@@ -1,8 +1,9 @@
-// The treasury worker: sends queued refunds, follows every unfinished treasury transaction to its receipt (rebroadcasting
+// The treasury worker: sends queued refunds and payouts, follows every unfinished treasury transaction to its receipt (rebroadcasting
 // the stored bytes), hands each outcome to its purpose, and fills nonce gaps. Leases let several processes share it.
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { Payments } from "../payments/Payments.js"
 import { Refunds } from "../refunds/Refunds.js"
+import { Withdrawals } from "../withdrawals/Withdrawals.js"
 import type { TreasuryTxRow } from "./Repo.js"
 import { TreasuryRepo } from "./Repo.js"
 import { TREASURY_LEASE_MS, TreasuryWriter } from "./TreasuryWriter.js"
@@ -14,12 +15,14 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const writer = yield* TreasuryWriter
     const payments = yield* Payments
     const refunds = yield* Refunds
+    const withdrawals = yield* Withdrawals
     const reconciliation = yield* Reconciliation
 
     /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
     const purposes: Record<TreasuryTxRow["purpose"], (tx: TreasuryTxRow) => Effect.Effect<void, unknown>> = {
       settlement: payments.resolveTx,
       refund: refunds.resolveTx,
+      withdrawal: withdrawals.resolveTx,
       gap_fill: (tx) =>
         Effect.flatMap(writer.observe(tx), (outcome) =>
           outcome._tag === "Pending" ? Effect.void : Effect.asVoid(writer.recordIn(tx.id, outcome)).pipe(Effect.withSpan("gap_fill")))
@@ -38,10 +41,10 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       return due.length
     })
 
-    /** One full pass: send due refunds, follow in-flight transactions, repair gaps, reconcile when anything moved. */
+    /** One full pass: send due refunds and payouts, follow in-flight transactions, repair gaps, reconcile when anything moved. */
     const processDue = Effect.gen(function* () {
       if (!writer.enabled) return 0
-      const sent = yield* refunds.sendDue
+      const sent = (yield* refunds.sendDue) + (yield* withdrawals.sendDue)
       const followed = yield* followDue
       const filled = yield* writer.repairGaps.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair: ${e.message}`), 0)))
       return sent + followed + filled
@@ -52,7 +55,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
 
     return { processDue, start, reconcile: reconciliation.check } as const
   }),
-  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Reconciliation.Default]
+  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Reconciliation.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

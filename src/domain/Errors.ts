@@ -27,8 +27,10 @@ export const ErrorCodes = {
   CAPABILITY_NOT_FOUND: { status: 404, meaning: "The capability id is not on the agent." },
   EXECUTION_NOT_FOUND: { status: 404, meaning: "No execution with this request id." },
   TRANSACTION_NOT_FOUND: { status: 404, meaning: "No transaction with this id." },
+  WITHDRAWAL_NOT_FOUND: { status: 404, meaning: "No withdrawal with this id." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
+  INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
   EXECUTION_NOT_RETRYABLE: { status: 409, meaning: "Only a failed or timed-out execution can be retried, and only within its retry window (details.retryUntil)." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
@@ -102,13 +104,13 @@ export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fiel
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 
 export class Conflict extends Schema.TaggedError<Conflict>()(
   "Conflict",
-  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT", "EXECUTION_NOT_RETRYABLE")
+  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT", "EXECUTION_NOT_RETRYABLE", "INSUFFICIENT_BALANCE")
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
 

@@ -1,7 +1,10 @@
 // /api/v1/payments: where an agent's money is, and what one transaction did with the money.
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { ConflictResponse, ForbiddenResponse, UnauthorizedResponse } from "../domain/Errors.js"
 import { AgentId, TransactionId } from "../domain/Ids.js"
+import { PageQuery, WithdrawAccepted, WithdrawalList, Withdrawal, WithdrawRequest } from "../domain/Withdrawal.js"
+import { WalletSignatureHeaders } from "./AgentsApi.js"
 import { ok } from "./Envelope.js"
 
 export const Balance = Schema.Struct({
@@ -47,6 +50,29 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
       .setPath(Schema.Struct({ agentId: AgentId }))
       .addSuccess(ok(Balance))
       .annotate(OpenApi.Summary, "An agent's balance: available, pending in escrow, totals")
+  )
+  .add(
+    HttpApiEndpoint.post("withdraw", "/withdraw")
+      .setPayload(WithdrawRequest)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(WithdrawAccepted), { status: 202 })
+      .addError(UnauthorizedResponse)
+      .addError(ForbiddenResponse)
+      .addError(ConflictResponse)
+      .annotate(OpenApi.Summary, "Withdraw available earnings to a wallet (wallet signature; minimum 1.00, fee 0.10)")
+  )
+  .add(
+    HttpApiEndpoint.get("withdrawals", "/withdrawals/:agentId")
+      .setPath(Schema.Struct({ agentId: AgentId }))
+      .setUrlParams(PageQuery)
+      .addSuccess(ok(WithdrawalList))
+      .annotate(OpenApi.Summary, "An agent's withdrawals, newest first, with totals")
+  )
+  .add(
+    HttpApiEndpoint.get("withdrawal", "/withdrawal/:id")
+      .setPath(Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^wd_[A-Za-z0-9_-]{1,64}$/)) }))
+      .addSuccess(ok(Withdrawal))
+      .annotate(OpenApi.Summary, "One withdrawal")
   )
   .add(
     HttpApiEndpoint.get("transaction", "/tx/:txId")
