@@ -24,6 +24,7 @@ import { RateLimitPruneLive, RateLimits } from "../services/executions/RateLimit
 import { UsedSignaturesPruneLive } from "../services/agents/WalletAuth.js"
 import { WithdrawalMachine } from "../services/withdrawals/withdrawalSpec.js"
 import { Withdrawals } from "../services/withdrawals/Withdrawals.js"
+import { History } from "../services/ledger/History.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
@@ -83,6 +84,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
       Layer.mergeAll(
         Agents.Default,
         Withdrawals.Default,
+        History.Default,
         Executions.Default,
         Balances.Default,
         Payments.Default,

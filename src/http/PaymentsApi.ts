@@ -44,6 +44,21 @@ export const Transaction = Schema.Struct({
   completed_at: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "Transaction" })
 
+/** The list view of a Transaction (spec section 2: no single-view-only fields). */
+export const TransactionListItem = Schema.Struct({
+  id: Schema.String,
+  requesting_agent: Schema.Null,
+  providing_agent: Schema.String,
+  capability_id: Schema.String,
+  amount: Schema.String,
+  platformCut: Schema.String,
+  agent_earnings: Schema.String,
+  status: Schema.String,
+  execution_time: Schema.NullOr(Schema.Number),
+  escrow_id: Schema.String,
+  created_at: Schema.String
+}).annotations({ identifier: "TransactionListItem" })
+
 export class PaymentsApi extends HttpApiGroup.make("payments")
   .add(
     HttpApiEndpoint.get("balance", "/balance/:agentId")
@@ -73,6 +88,16 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
       .setPath(Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^wd_[A-Za-z0-9_-]{1,64}$/)) }))
       .addSuccess(ok(Withdrawal))
       .annotate(OpenApi.Summary, "One withdrawal")
+  )
+  .add(
+    HttpApiEndpoint.get("history", "/history/:agentId")
+      .setPath(Schema.Struct({ agentId: AgentId }))
+      .setUrlParams(PageQuery)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Array(TransactionListItem)))
+      .addError(UnauthorizedResponse)
+      .addError(ForbiddenResponse)
+      .annotate(OpenApi.Summary, "The agent's transactions, newest first (wallet signature)")
   )
   .add(
     HttpApiEndpoint.get("transaction", "/tx/:txId")

@@ -108,6 +108,31 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 
+  it.scoped("the payment history lists the agent's transactions newest first, for its owner's signature only", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { agentId, owner } = yield* earningAgent(4, 2)
+      const { baseUrl } = yield* TestEnv
+      const read = (headers: Record<string, string>, query = "") =>
+        Effect.promise(() => call(`${baseUrl}/api/v1/payments/history/${agentId}${query}`, { headers }))
+      const signed = yield* Effect.promise(() => walletAuth(owner, agentId))
+      const history = yield* read(signed)
+      expect(history.status).toBe(200)
+      expect(history.body.data).toHaveLength(2)
+      const [newest, older] = history.body.data
+      expect(newest).toMatchObject({ providing_agent: agentId, capability_id: "echo", amount: "2.001000", status: "completed", requesting_agent: null })
+      expect(newest.id).toMatch(/^tx_/)
+      expect(Object.keys(newest)).not.toContain("gross_amount")
+      expect(Date.parse(newest.created_at)).toBeGreaterThanOrEqual(Date.parse(older.created_at))
+      const page = yield* read(yield* Effect.promise(() => walletAuth(owner, agentId)), "?limit=1&offset=1")
+      expect(page.body.data.map((t: { id: string }) => t.id)).toEqual([older.id])
+      expect((yield* read(signed)).body.error?.code).toBe("AUTH_SIGNATURE_REUSED")
+      expect((yield* read({})).body.error?.code).toBe("AUTH_REQUIRED")
+      expect((yield* read(yield* Effect.promise(() => walletAuth(devAccount(1), agentId)))).body.error?.code).toBe("AUTH_WALLET_MISMATCH")
+      expect((yield* read(yield* Effect.promise(() => walletAuth(owner, agentId)), "?limit=0")).status).toBe(400)
+      expect((yield* read(yield* Effect.promise(() => walletAuth(owner, agentId)), "?limit=abc")).status).toBe(400)
+    }))
+
   it.scoped("10 concurrent withdrawals against a balance that covers 3: exactly 3 are accepted and paid", () =>
     Effect.gen(function* () {
       yield* realNow
