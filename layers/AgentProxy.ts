@@ -10,7 +10,7 @@ import { makeGuardedDispatcher } from "./outbound/Pool.js"
 import { outboundSettings } from "./outbound/settings.js"
 import { loadRequestSigner } from "./outbound/signing.js"
 import { freshTraceparent, validTraceparent } from "./outbound/trace.js"
-import { isPrivateAddress } from "./UrlGuard.js"
+import { addressRefusal, hostOf } from "./UrlGuard.js"
 
 export { BREAKER_OPTIONS, type BreakerChange } from "./outbound/breakers.js"
 export { AgentCallError, type AgentFailureKind } from "./outbound/errors.js"
@@ -52,10 +52,9 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         return "agent URL is not a valid URL"
       }
       if (url.protocol !== "http:" && url.protocol !== "https:") return "only http and https agent URLs are allowed"
-      const host = url.hostname.replace(/^\[|\]$/g, "")
-      if (!allowPrivateUrls && isIP(host) !== 0 && isPrivateAddress(host)) {
-        return `agent URL points to a private or reserved address (${host}); set ALLOW_PRIVATE_URLS=true to allow`
-      }
+      const host = hostOf(url)
+      const why = allowPrivateUrls || isIP(host) === 0 ? undefined : addressRefusal(host)
+      if (why !== undefined) return `agent URL points to a private or reserved address (${host}, ${why}); set ALLOW_PRIVATE_URLS=true to allow`
       return undefined
     }
 

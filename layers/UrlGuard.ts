@@ -1,56 +1,87 @@
 // Outbound URL policy: agent and webhook URLs may not reach loopback or private networks unless ALLOW_PRIVATE_URLS, checked after DNS resolution.
 import { Data, Effect } from "effect"
 import * as dns from "node:dns/promises"
+import ipaddr from "ipaddr.js"
 import * as net from "node:net"
 import { AppConfig } from "./Config.js"
 
-const blocked = new net.BlockList()
-for (const [address, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.88.99.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4]
-] as const) blocked.addSubnet(address, prefix, "ipv4")
-for (const [address, prefix] of [
-  ["::", 96],
-  ["::1", 128],
-  ["64:ff9b::", 96],
-  ["64:ff9b:1::", 48],
-  ["100::", 64],
-  ["2001::", 32],
-  ["2001:db8::", 32],
-  ["2002::", 16],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8]
-] as const) blocked.addSubnet(address, prefix, "ipv6")
+/** Public addresses that still reach a cloud provider's own services from inside its network. */
+const PROVIDER_INTERNAL: ReadonlyArray<[ipaddr.IPv4, number]> = [
+  [ipaddr.IPv4.parse("168.63.129.16"), 32] // Azure wire server and metadata relay
+]
+/** IANA global unicast space; other IPv6 space is unassigned or special. */
+const GLOBAL_UNICAST = ipaddr.IPv6.parseCIDR("2000::/3")
+/** RFC 6052 well-known NAT64 prefix: DNS64 answers with it for IPv4-only names, so the IPv4 address it embeds decides. */
+const NAT64_WELL_KNOWN = ipaddr.IPv6.parseCIDR("64:ff9b::/96")
 
-/** True for loopback, private, link-local, carrier-grade NAT, documentation, multicast and reserved addresses (IPv4-mapped IPv6 included). */
-export const isPrivateAddress = (address: string): boolean => {
-  const family = net.isIP(address)
-  if (family === 4) return blocked.check(address, "ipv4")
-  if (family === 6) {
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address)
-    if (mapped?.[1] !== undefined) return blocked.check(mapped[1], "ipv4")
-    return blocked.check(address, "ipv6")
-  }
-  return true
+const embeddedIPv4 = (address: ipaddr.IPv6): ipaddr.IPv4 => {
+  const [hi = 0, lo = 0] = address.parts.slice(6)
+  return new ipaddr.IPv4([hi >> 8, hi & 0xff, lo >> 8, lo & 0xff])
 }
 
-export class UrlRejected extends Data.TaggedError("UrlRejected")<{ readonly url: string; readonly reason: string }> {}
+/**
+ * `::127.0.0.1` is the IPv4-compatible `::7f00:1` (and Node's resolver prints such answers that way), but ipaddr.js
+ * reads any `::a.b.c.d` as IPv4-mapped. Writing the dotted tail as two hex groups keeps the address the socket will use.
+ */
+const dottedTailToHex = (address: string) =>
+  address.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)(%.*)?$/, (_, a: string, b: string, c: string, d: string, zone: string | undefined) => {
+    const hex = (hi: string, lo: string) => ((Number(hi) << 8) | Number(lo)).toString(16)
+    return `${hex(a, b)}:${hex(c, d)}${zone ?? ""}`
+  })
 
-const hostOf = (url: URL) => url.hostname.replace(/^\[|\]$/g, "")
+const ipv4Refusal = (address: ipaddr.IPv4): string | undefined => {
+  const range = address.range()
+  if (range !== "unicast") return range
+  return PROVIDER_INTERNAL.some((subnet) => address.match(subnet)) ? "cloud provider internal" : undefined
+}
+
+const ipv6Refusal = (address: ipaddr.IPv6): string | undefined => {
+  const range = address.range()
+  // IPv4-mapped (::ffff:a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d) and well-known NAT64 reach the IPv4 address they carry.
+  if (range === "ipv4Mapped" || range === "rfc6145" || (range === "rfc6052" && address.match(NAT64_WELL_KNOWN))) {
+    const inner = ipv4Refusal(embeddedIPv4(address))
+    return inner === undefined ? undefined : `${range} of ${inner}`
+  }
+  // Everything else special is refused whole, whatever it embeds: local-use NAT64, 6to4, Teredo, site-local, ...
+  if (range !== "unicast") return range
+  return address.match(GLOBAL_UNICAST) ? undefined : "not global unicast"
+}
+
+/**
+ * Why `address` (a literal IPv4 or IPv6 address as DNS or a normalised URL gives it) may not be reached, or undefined
+ * when it is public. Anything that is not a plain address is refused.
+ */
+export const addressRefusal = (address: string): string | undefined => {
+  const family = net.isIP(address)
+  if (family === 0) return "not an IP address"
+  try {
+    const parsed = ipaddr.parse(family === 6 ? dottedTailToHex(address) : address)
+    return parsed instanceof ipaddr.IPv4 ? ipv4Refusal(parsed) : ipv6Refusal(parsed)
+  } catch {
+    return "not an IP address"
+  }
+}
+
+/** True for loopback, private, link-local, shared (CGNAT), documentation, multicast, reserved and transition addresses (IPv4 inside IPv6 included). */
+export const isPrivateAddress = (address: string): boolean => addressRefusal(address) !== undefined
+
+/** The refusal shared by the registration check and the connect-time check. */
+export const privateAddressMessage = (host: string, address: string, why: string) =>
+  `host ${host} resolves to a private or reserved address (${address}, ${why}); set ALLOW_PRIVATE_URLS=true to allow`
+
+/** The first address that may not be reached, with why; undefined when all are public. */
+export const firstRefused = (addresses: ReadonlyArray<{ readonly address: string }>) => {
+  for (const { address } of addresses) {
+    const why = addressRefusal(address)
+    if (why !== undefined) return { address, why }
+  }
+  return undefined
+}
+
+/** The host of a parsed URL without IPv6 brackets; the WHATWG parser already wrote 2130706433, 0x7f.1 or 0177.0.0.1 as 127.0.0.1. */
+export const hostOf = (url: URL) => url.hostname.replace(/^\[|\]$/g, "")
+
+export class UrlRejected extends Data.TaggedError("UrlRejected")<{ readonly url: string; readonly reason: string }> {}
 
 export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
   effect: Effect.gen(function* () {
@@ -75,13 +106,8 @@ export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
           })
         if (addresses.length === 0) return yield* new UrlRejected({ url: raw, reason: `host ${host} does not resolve` })
         if (!allowPrivateUrls) {
-          const bad = addresses.find((a) => isPrivateAddress(a.address))
-          if (bad !== undefined) {
-            return yield* new UrlRejected({
-              url: raw,
-              reason: `host ${host} resolves to a private or reserved address (${bad.address}); set ALLOW_PRIVATE_URLS=true to allow`
-            })
-          }
+          const bad = firstRefused(addresses)
+          if (bad !== undefined) return yield* new UrlRejected({ url: raw, reason: privateAddressMessage(host, bad.address, bad.why) })
         }
         return addresses
       })

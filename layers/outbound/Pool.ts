@@ -3,13 +3,13 @@ import { Effect } from "effect"
 import * as dns from "node:dns"
 import type * as net from "node:net"
 import { Agent } from "undici"
-import { isPrivateAddress } from "../UrlGuard.js"
+import { firstRefused, privateAddressMessage } from "../UrlGuard.js"
 
 /** Refused by the connect-time lookup; never counted against the agent's breaker. */
 export class BlockedAddressError extends Error {
   readonly code = "EBLOCKEDADDRESS"
-  constructor(readonly hostname: string, readonly address: string) {
-    super(`host ${hostname} resolves to a private or reserved address (${address}); set ALLOW_PRIVATE_URLS=true to allow`)
+  constructor(readonly hostname: string, readonly address: string, why: string) {
+    super(privateAddressMessage(hostname, address, why))
   }
 }
 
@@ -20,8 +20,8 @@ export class BlockedAddressError extends Error {
 const guardedLookup: net.LookupFunction = (hostname, options, callback) => {
   dns.lookup(hostname, { ...options, all: true }, (error, addresses) => {
     if (error !== null) return callback(error, "")
-    const bad = addresses.find((a) => isPrivateAddress(a.address))
-    if (bad !== undefined) return callback(new BlockedAddressError(hostname, bad.address), "")
+    const bad = firstRefused(addresses)
+    if (bad !== undefined) return callback(new BlockedAddressError(hostname, bad.address, bad.why), "")
     const first = addresses[0]
     if (first === undefined) {
       return callback(Object.assign(new Error(`host ${hostname} has no addresses`), { code: "ENOTFOUND" }), "")
