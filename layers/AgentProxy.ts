@@ -6,7 +6,7 @@ import { AppConfig } from "./Config.js"
 import { makeBreakers } from "./outbound/breakers.js"
 import { AgentCallError, errorCode } from "./outbound/errors.js"
 import { type AgentReply, failure, makeExchange, type Prepared, USER_AGENT } from "./outbound/exchange.js"
-import { makeGuardedDispatcher } from "./outbound/Pool.js"
+import { OutboundPool } from "./outbound/Pool.js"
 import { outboundSettings } from "./outbound/settings.js"
 import { loadRequestSigner } from "./outbound/signing.js"
 import { freshTraceparent, validTraceparent } from "./outbound/trace.js"
@@ -39,7 +39,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
     const { allowPrivateUrls, chainMode, dataDir } = yield* AppConfig
     const { executionTimeoutMs, responseMaxBytes, resetTimeout } = yield* outboundSettings
     const signer = yield* loadRequestSigner({ chainMode, dataDir })
-    const dispatcher = yield* makeGuardedDispatcher({ allowPrivateUrls, timeoutMs: executionTimeoutMs, maxResponseBytes: responseMaxBytes })
+    const { dispatcher } = yield* OutboundPool
     const exchange = makeExchange(dispatcher, responseMaxBytes)
     const breakers = yield* makeBreakers(exchange.perform, resetTimeout)
 
@@ -113,5 +113,6 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         )
 
     return { call, probe, breakerChanges: breakers.changes, isOpen: breakers.isOpen, signingKey: signer.info } as const
-  })
+  }),
+  dependencies: [OutboundPool.Default]
 }) {}

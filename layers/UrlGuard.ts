@@ -1,9 +1,9 @@
 // Outbound URL policy: agent and webhook URLs may not reach loopback or private networks unless ALLOW_PRIVATE_URLS, checked after DNS resolution.
 import { Data, Effect } from "effect"
-import * as dns from "node:dns/promises"
 import ipaddr from "ipaddr.js"
 import * as net from "node:net"
 import { AppConfig } from "./Config.js"
+import { HostResolver, type ResolvedAddress } from "./outbound/HostResolver.js"
 
 /** Public addresses that still reach a cloud provider's own services from inside its network. */
 const PROVIDER_INTERNAL: ReadonlyArray<[ipaddr.IPv4, number]> = [
@@ -86,6 +86,7 @@ export class UrlRejected extends Data.TaggedError("UrlRejected")<{ readonly url:
 export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
   effect: Effect.gen(function* () {
     const { allowPrivateUrls } = yield* AppConfig
+    const resolver = yield* HostResolver
 
     /** Resolves the host and returns its addresses, refusing private ones unless allowed. */
     const resolve = (raw: string): Effect.Effect<ReadonlyArray<{ address: string; family: number }>, UrlRejected> =>
@@ -101,7 +102,7 @@ export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
         const addresses = net.isIP(host) !== 0
           ? [{ address: host, family: net.isIP(host) }]
           : yield* Effect.tryPromise({
-            try: () => dns.lookup(host, { all: true, verbatim: true }),
+            try: () => resolver.lookup(host),
             catch: () => new UrlRejected({ url: raw, reason: `host ${host} does not resolve` })
           })
         if (addresses.length === 0) return yield* new UrlRejected({ url: raw, reason: `host ${host} does not resolve` })
@@ -116,5 +117,6 @@ export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
     const check = (raw: string) => Effect.asVoid(allowPrivateUrls ? Effect.void : resolve(raw))
 
     return { allowPrivateUrls, resolve, check } as const
-  })
+  }),
+  dependencies: [HostResolver.Default]
 }) {}

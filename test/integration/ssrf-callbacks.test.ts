@@ -1,0 +1,169 @@
+// Callback SSRF by DNS rebinding: a callback name that resolves to a public address when checked and to 127.0.0.1 when connecting is refused at connect time.
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer, Option, Schedule } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { AppConfig, type AppConfigShape } from "../../layers/Config.js"
+import { HostResolver, type ResolvedAddress } from "../../layers/outbound/HostResolver.js"
+import { OutboundPool } from "../../layers/outbound/Pool.js"
+import { UrlGuard } from "../../layers/UrlGuard.js"
+import { Callbacks } from "../../services/executions/Callbacks.js"
+import { fakeAgent } from "../support/agents.js"
+import { devAccount } from "../support/clients.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { execute, registerAgent } from "../support/scenario.js"
+
+const REBINDING_HOST = "rebind.attacker.test"
+
+/** Polls until `check` passes (the execution finishes in a background fiber). */
+const eventually = <A, E>(effect: Effect.Effect<A, E>, check: (a: A) => boolean) =>
+  effect.pipe(
+    Effect.filterOrFail(check, () => "not yet" as const),
+    Effect.retry(Schedule.spaced("25 millis").pipe(Schedule.intersect(Schedule.recurs(200)))),
+    Effect.orDie
+  )
+
+/** A local HTTP listener that counts every TCP connection and every request it sees. */
+const localListener = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ server: http.Server; port: number; seen: { connections: number; requests: number } }>((resolve) => {
+      const seen = { connections: 0, requests: 0 }
+      const server = http.createServer((req, res) => {
+        seen.requests++
+        req.resume()
+        req.on("end", () => res.writeHead(200).end("ok"))
+      })
+      server.on("connection", () => seen.connections++)
+      server.listen(0, "127.0.0.1", () => resolve({ server, port: (server.address() as AddressInfo).port, seen }))
+    })
+  ),
+  ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+)
+
+const appConfig = (allowPrivateUrls: boolean): AppConfigShape => ({
+  port: 0,
+  host: "127.0.0.1",
+  databaseUrl: Option.none(),
+  dataDir: "/nonexistent",
+  chainMode: "devnet",
+  chainRpcUrl: Option.none(),
+  usdcAddress: Option.none(),
+  treasuryPrivateKey: Option.none(),
+  facilitatorUrl: Option.none(),
+  operatorToken: Option.none(),
+  allowPrivateUrls,
+  publicBaseUrl: "http://127.0.0.1:3000",
+  maxBodyBytes: 1024 * 1024,
+  paymentMinValiditySeconds: 6,
+  paymentTimeoutSeconds: 120,
+  agentCacheTtlMs: 30_000
+})
+
+/**
+ * The real Callbacks service over the test's database, with its own URL policy and a scripted resolver: the
+ * resolver answers the n-th lookup of a name with `answers[n]` (the last one repeats) and records every lookup.
+ */
+const scriptedCallbacks = (sql: SqlClient.SqlClient, allowPrivateUrls: boolean, answers: ReadonlyArray<string>) => {
+  const lookups: Array<string> = []
+  const resolver = HostResolver.make({
+    lookup: (hostname: string): Promise<ReadonlyArray<ResolvedAddress>> => {
+      const address = answers[Math.min(lookups.length, answers.length - 1)] ?? "0.0.0.0"
+      lookups.push(`${hostname} -> ${address}`)
+      return Promise.resolve([{ address, family: 4 }])
+    }
+  })
+  const live = Callbacks.DefaultWithoutDependencies.pipe(
+    Layer.provide(Layer.mergeAll(UrlGuard.DefaultWithoutDependencies, OutboundPool.DefaultWithoutDependencies)),
+    Layer.provide(
+      Layer.mergeAll(
+        Layer.succeed(HostResolver, resolver),
+        Layer.succeed(AppConfig, appConfig(allowPrivateUrls)),
+        Layer.succeed(SqlClient.SqlClient, sql)
+      )
+    )
+  )
+  return { live, lookups }
+}
+
+interface CallbackRow {
+  readonly status: string
+  readonly attempts: number
+  readonly lastStatus: number | null
+  readonly lastError: string | null
+}
+
+layer(TestApp({ BACKGROUND_WORKERS: "false" }), { excludeTestServices: true })("callbacks and DNS rebinding", (it) => {
+  /** A completed paid execution whose callback waits, pointed at `http://<name>:<port>/hook` of the local listener. */
+  const pendingCallbackTo = (hostname: string, port: number, payer: number) =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(payer + 1), agent.url, { tier: "premium" })
+      // Armed with a loopback URL (the test server allows private URLs), then renamed: the workers are off, nothing posts it meanwhile.
+      const response = yield* execute(devAccount(payer), {
+        targetAgentId: agentId,
+        capabilityId: "echo",
+        input: { text: "call me" },
+        callbackUrl: `http://127.0.0.1:${port}/hook`
+      })
+      expect(response.status).toBe(202)
+      const requestId: string = response.body.data.requestId
+      yield* eventually(
+        sql<{ status: string }>`SELECT status FROM execution_callbacks WHERE execution_id = ${requestId}`,
+        (rows) => rows[0]?.status === "pending"
+      )
+      yield* sql`UPDATE execution_callbacks SET url = ${`http://${hostname}:${port}/hook`} WHERE execution_id = ${requestId}`
+      return requestId
+    })
+
+  const rowOf = (requestId: string) =>
+    Effect.flatMap(TestEnv, ({ sql }) =>
+      sql<CallbackRow>`SELECT status, attempts, last_status, last_error FROM execution_callbacks WHERE execution_id = ${requestId}`.pipe(
+        Effect.map((rows) => rows[0]),
+        Effect.orDie
+      ))
+
+  it.scoped("a name that passes the check on a public address and then rebinds to 127.0.0.1 is refused when the socket connects; nothing reaches the local listener", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const listener = yield* localListener
+      const requestId = yield* pendingCallbackTo(REBINDING_HOST, listener.port, 2)
+      const { live, lookups } = scriptedCallbacks(sql, false, ["93.184.216.34", "127.0.0.1"])
+      const started = Date.now()
+      const processed = yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      expect(processed).toBe(1)
+      expect(Date.now() - started).toBeLessThan(5_000)
+      // Checked once (public), then looked up again by the pool when connecting (loopback): refused there.
+      expect(lookups).toEqual([`${REBINDING_HOST} -> 93.184.216.34`, `${REBINDING_HOST} -> 127.0.0.1`])
+      const row = yield* rowOf(requestId)
+      expect(row).toMatchObject({ status: "pending", attempts: 1, lastStatus: null })
+      expect(row?.lastError).toContain(`host ${REBINDING_HOST} resolves to a private or reserved address (127.0.0.1, loopback)`)
+      expect(listener.seen).toEqual({ connections: 0, requests: 0 })
+    }))
+
+  it.scoped("the same name is delivered through the scripted resolver when private URLs are allowed (the pool connects where the lookup says)", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const listener = yield* localListener
+      const requestId = yield* pendingCallbackTo(REBINDING_HOST, listener.port, 4)
+      const { live, lookups } = scriptedCallbacks(sql, true, ["127.0.0.1"])
+      yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      // ALLOW_PRIVATE_URLS skips the check; only the connect-time lookup runs.
+      expect(lookups).toEqual([`${REBINDING_HOST} -> 127.0.0.1`])
+      expect(yield* rowOf(requestId)).toMatchObject({ status: "delivered", attempts: 1, lastStatus: 200, lastError: null })
+      expect(listener.seen.requests).toBe(1)
+    }))
+
+  it.scoped("a name that resolves to 127.0.0.1 from the start is refused by the check, before any connection", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const listener = yield* localListener
+      const requestId = yield* pendingCallbackTo("localhost.attacker.test", listener.port, 6)
+      const { live, lookups } = scriptedCallbacks(sql, false, ["127.0.0.1"])
+      yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      expect(lookups).toHaveLength(1)
+      expect((yield* rowOf(requestId))?.lastError).toMatch(/private or reserved address \(127\.0\.0\.1, loopback\)/)
+      expect(listener.seen).toEqual({ connections: 0, requests: 0 })
+    }))
+})
