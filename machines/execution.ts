@@ -42,7 +42,12 @@ export type ExecutionEvent =
   | { readonly type: "AGENT_DEADLINE"; readonly at: number }
   | { readonly type: "RETRY_WINDOW_CLOSED"; readonly at: number }
   | { readonly type: "RELEASE_DUE"; readonly at: number }
-  | { readonly type: "REFUND_CONFIRMED"; readonly at: number; readonly txHash: string }
+  /** `amount`: what the refund paid (micro-USDC digits; a dispute's split refunds part of the price). */
+  | { readonly type: "REFUND_CONFIRMED"; readonly at: number; readonly txHash: string; readonly amount?: string }
+  /** A dispute froze the money: held escrow stops its release, released earnings are taken back. */
+  | { readonly type: "DISPUTE_OPENED"; readonly at: number; readonly disputeId: string }
+  /** The platform resolved the dispute: `clientShare` (micro-USDC digits) goes back to the payer, the rest is released. */
+  | { readonly type: "DISPUTE_RESOLVED"; readonly at: number; readonly disputeId: string; readonly clientShare: string }
 
 export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE"
 
@@ -80,6 +85,10 @@ export const executionMachine = setup({
     confirmRefund: (_, _params: { readonly txHash: string }) => {},
     /** Host: escrow → settlement receivable (the payment never arrived, nothing to pay out). */
     voidEscrow: () => {},
+    /** Host: the money into disputes held: from the escrow, or taken back from the agent and platform when released. */
+    freezeForDispute: (_, _params: { readonly released: boolean }) => {},
+    /** Host: disputes held → refunds payable (the client's share, refund queued) and the rest released. */
+    settleDispute: (_, _params: { readonly clientShare: string }) => {},
     /** The first failure opens the retry window; retries do not extend it. */
     openRetryWindow: assign({ retryUntil: ({ context, event }) => context.retryUntil ?? event.at + context.retryWindowMs }),
     startAttempt: assign({ attempts: ({ context }) => context.attempts + 1, startedAt: ({ event }) => event.at }),
@@ -96,7 +105,8 @@ export const executionMachine = setup({
     paymentFailed: ({ context }) => context.payment === "failed",
     refundDue: ({ context }) => context.windowClosed && context.payment === "settled",
     instant: ({ context }) => context.releaseDelayMs <= 0,
-    scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0
+    scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0,
+    nothingToRefund: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.clientShare === "0"
   }
 }).createMachine({
   id: "execution",
@@ -167,9 +177,30 @@ export const executionMachine = setup({
           ]
         },
         held: {
-          on: { RELEASE_DUE: { target: "released", actions: "releaseEscrow" } }
+          on: {
+            RELEASE_DUE: { target: "released", actions: "releaseEscrow" },
+            DISPUTE_OPENED: {
+              target: "disputed",
+              actions: [{ type: "cancelTimer", params: { event: "RELEASE_DUE" } }, { type: "freezeForDispute", params: { released: false } }]
+            }
+          }
         },
-        released: {},
+        released: {
+          on: { DISPUTE_OPENED: { target: "disputed", actions: { type: "freezeForDispute", params: { released: true } } } }
+        },
+        // The money sits in disputes held until the platform decides.
+        disputed: {
+          on: {
+            DISPUTE_RESOLVED: [
+              { guard: "nothingToRefund", target: "resolved", actions: { type: "settleDispute", params: { clientShare: "0" } } },
+              { target: "refundingDispute", actions: { type: "settleDispute", params: ({ event }) => ({ clientShare: event.clientShare }) } }
+            ]
+          }
+        },
+        refundingDispute: {
+          on: { REFUND_CONFIRMED: { target: "resolved", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } } }
+        },
+        resolved: {},
         unpaid: { entry: "voidEscrow" }
       }
     },

@@ -40,6 +40,7 @@ export const ExecutionRow = Schema.Struct({
   refundTxHash: Schema.NullOr(Schema.String)
 })
 export type ExecutionRow = typeof ExecutionRow.Type
+export type EscrowStatus = "released" | "refunding" | "refunded" | "void" | "disputed"
 const decodeRow = Schema.decodeUnknown(ExecutionRow)
 
 export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions/ExecutionsRepo", {
@@ -70,7 +71,7 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
       )
 
     /** The escrow's status after a movement. */
-    const setEscrow = (escrowId: string, status: "released" | "refunding" | "refunded" | "void", at: number) =>
+    const setEscrow = (escrowId: string, status: EscrowStatus, at: number) =>
       sql`UPDATE escrows SET status = ${status}, updated_at = ${new Date(at)}${status === "released" ? sql`, released_at = ${new Date(at)}` : sql``}
           WHERE id = ${escrowId}`.pipe(Effect.asVoid)
 

@@ -11,7 +11,8 @@ import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { RefundsRepo } from "../refunds/Repo.js"
 import { Reputation } from "../reputation/Reputation.js"
-import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
+import { type EscrowStatus, type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
@@ -57,13 +58,37 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const callbacks = yield* Callbacks
 
     /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
-    const moveEscrow = (row: ExecutionRow, kind: string, status: "released" | "refunding" | "refunded" | "void", at: number, movements: ReadonlyArray<Movement>) =>
+    const moveEscrow = (row: ExecutionRow, kind: string, status: EscrowStatus, at: number, movements: ReadonlyArray<Movement>) =>
       Effect.zipRight(
         ledger.transfer({ kind, movements, paymentId: row.paymentId, agentId: row.agentId, subjectId: row.id }).pipe(
           Effect.catchTag("LedgerInvariantError", Effect.die)
         ),
         repo.setEscrow(row.escrowId, status, at)
       )
+
+    const moneyOf = (row: ExecutionRow) => ({
+      agentId: row.agentId,
+      price: row.price,
+      platformPart: row.platformFee + row.platformCut,
+      agentPart: row.agentEarnings
+    })
+
+    /** The agent's outstanding debt, locking its account row only when there is one (most agents never have a debt row). */
+    const owedBy = (agentId: string) =>
+      Effect.map(
+        sql<{ balance: string }>`SELECT balance::text AS balance FROM ledger_accounts WHERE id = ${Accounts.agentDebt(agentId)} AND balance > 0 FOR UPDATE`,
+        (rows) => BigInt(rows[0]?.balance ?? "0")
+      )
+
+    const announceRelease = (row: ExecutionRow, amount: bigint) =>
+      Effect.gen(function* () {
+        const available = yield* ledger.balance(Accounts.agentAvailable(row.agentId))
+        yield* outbox.emit("escrow.released", row.agentId, {
+          transactionId: row.transactionId,
+          amount: formatUsdc(amount),
+          newAvailableBalance: formatUsdc(-available)
+        })
+      })
 
     const spec: ExecutionSpec = {
       machine: executionMachine,
@@ -97,16 +122,13 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         cancelTimer: ({ event }, { cancel }) => cancel(event),
         releaseEscrow: (_, { row, event }) =>
           Effect.gen(function* () {
+            // An agent that owes a debt (disputed earnings it had withdrawn) repays it from these earnings first.
+            const debt = yield* owedBy(row.agentId)
             yield* moveEscrow(row, "escrow_release", "released", event.at, [
               { debit: Accounts.escrow, credit: Accounts.platformRevenue, amount: row.platformFee + row.platformCut },
-              { debit: Accounts.escrow, credit: Accounts.agentAvailable(row.agentId), amount: row.agentEarnings }
+              ...releaseWithDebt(row.agentId, row.agentEarnings, debt)
             ])
-            const available = yield* ledger.balance(Accounts.agentAvailable(row.agentId))
-            yield* outbox.emit("escrow.released", row.agentId, {
-              transactionId: row.transactionId,
-              amount: formatUsdc(row.agentEarnings),
-              newAvailableBalance: formatUsdc(-available)
-            })
+            yield* announceRelease(row, row.agentEarnings)
           }),
         startRefund: (_, { row, event }) =>
           Effect.zipRight(
@@ -116,8 +138,49 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         confirmRefund: ({ txHash }, { row, event }) =>
           Effect.zipRight(
             repo.setEscrow(row.escrowId, "refunded", event.at),
-            outbox.emit("execution.refunded", row.agentId, { requestId: row.id, amount: formatUsdc(row.price), txHash })
+            outbox.emit("execution.refunded", row.agentId, {
+              requestId: row.id,
+              amount: formatUsdc(event.type === "REFUND_CONFIRMED" && event.amount !== undefined ? BigInt(event.amount) : row.price),
+              txHash
+            })
           ),
+        freezeForDispute: ({ released }, { row, event }) =>
+          Effect.gen(function* () {
+            if (event.type !== "DISPUTE_OPENED") return yield* Effect.dieMessage(`freezeForDispute on ${event.type}`)
+            const money = moneyOf(row)
+            let debt = 0n
+            if (released) {
+              yield* ledger.openDebtAccount(row.agentId)
+              // Read under the account row's lock: a concurrent withdrawal cannot spend what the dispute takes back.
+              const [account] = yield* sql<{ available: string }>`
+                SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(row.agentId)} FOR UPDATE`
+              const frozen = freezeReleased(money, BigInt(account?.available ?? "0"))
+              debt = frozen.debt
+              yield* moveEscrow(row, "dispute_freeze", "disputed", event.at, frozen.movements)
+            } else {
+              yield* moveEscrow(row, "dispute_freeze", "disputed", event.at, freezeHeld(money))
+            }
+            yield* sql`UPDATE disputes SET debt = ${debt.toString()} WHERE id = ${event.disputeId}`
+            yield* outbox.emit("escrow.disputed", row.agentId, {
+              disputeId: event.disputeId,
+              transactionId: row.transactionId,
+              escrowId: row.escrowId,
+              amount: formatUsdc(row.price),
+              agentEarnings: formatUsdc(row.agentEarnings),
+              wasReleased: released,
+              ...(debt > 0n ? { agentDebt: formatUsdc(debt) } : {})
+            })
+          }),
+        settleDispute: ({ clientShare }, { row, event }) =>
+          Effect.gen(function* () {
+            if (event.type !== "DISPUTE_RESOLVED") return yield* Effect.dieMessage(`settleDispute on ${event.type}`)
+            const [dispute] = yield* sql<{ debt: string }>`SELECT debt::text AS debt FROM disputes WHERE id = ${event.disputeId}`
+            const share = BigInt(clientShare)
+            const outcome = resolve(moneyOf(row), share, BigInt(dispute?.debt ?? "0"))
+            yield* moveEscrow(row, "dispute_resolution", share > 0n ? "refunding" : "released", event.at, outcome.movements)
+            if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
+            if (outcome.toAgent > 0n) yield* announceRelease(row, outcome.toAgent)
+          }),
         voidEscrow: (_, { row, event }) =>
           moveEscrow(row, "escrow_void", "void", event.at, [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }])
       },

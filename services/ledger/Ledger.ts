@@ -11,9 +11,12 @@ export const Accounts = {
   escrow: "escrow",
   refundsPayable: "refunds_payable",
   withdrawalsPayable: "withdrawals_payable",
+  disputesHeld: "disputes_held",
   platformRevenue: "platform_revenue",
   agentAvailable: (agentId: string) => `agent:${agentId}:available`,
-  agentPending: (agentId: string) => `agent:${agentId}:pending`
+  agentPending: (agentId: string) => `agent:${agentId}:pending`,
+  /** What the agent owes the platform: earnings a dispute took back that it had already withdrawn (opened on first use). */
+  agentDebt: (agentId: string) => `agent:${agentId}:debt`
 } as const
 
 /** Debit `debit`, credit `credit` by `amount` micro-USDC (amount > 0). */
@@ -100,6 +103,15 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         : sql<{ balance: string }>`SELECT COALESCE(SUM(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${accountId}`
       ).pipe(Effect.map((rows) => BigInt(rows[0]?.balance ?? "0")))
 
-    return { transfer, transferStatements, openAgentAccounts, balance } as const
+    /** The agent's debt account, opened the first time a dispute finds its earnings already withdrawn. */
+    const openDebtAccount = (agentId: string) =>
+      sql`INSERT INTO ledger_accounts ${sql.insert({
+        id: Accounts.agentDebt(agentId),
+        kind: "asset",
+        agentId,
+        description: "Owed by the agent: disputed earnings it had already withdrawn, repaid from its next earnings"
+      })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
+
+    return { transfer, transferStatements, openAgentAccounts, openDebtAccount, balance } as const
   })
 }) {}

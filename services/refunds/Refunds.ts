@@ -67,7 +67,7 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
             chainBlock: outcome.receipt.blockNumber,
             txHash: hash
           }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
-          yield* host.deliver("execution", refund.executionId, { type: "REFUND_CONFIRMED", at, txHash: hash })
+          yield* host.deliver("execution", refund.executionId, { type: "REFUND_CONFIRMED", at, txHash: hash, amount: refund.amount.toString() })
         })
       )
 
