@@ -5,6 +5,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { AnyStateMachine, EventFromLogic } from "xstate"
 import type { CircuitEvent } from "./circuit.js"
+import type { DisputeEvent } from "./dispute.js"
 import type { ExecutionEvent } from "./execution.js"
 import type { SettlementEvent } from "./settlement.js"
 import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
@@ -18,9 +19,10 @@ export interface MachineEvents {
   readonly circuit: CircuitEvent
   readonly treasury: TreasuryTxEvent
   readonly withdrawal: WithdrawalEvent
+  readonly dispute: DisputeEvent
 }
 export type MachineKind = keyof MachineEvents
-const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal"]
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute"]
 const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
 
 /** What a delivery did (none when the actor does not exist). */

@@ -14,6 +14,9 @@ import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Callbacks, CallbacksWorkerLive } from "../services/executions/Callbacks.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
+import { DisputeMachine } from "../services/disputes/disputeSpec.js"
+import { ClientIds } from "../services/disputes/ClientIds.js"
+import { Disputes } from "../services/disputes/Disputes.js"
 import { Circuits } from "../services/circuits/Circuits.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
@@ -71,7 +74,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = MachineRunnersLive.pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default))
 )
 
 /**
@@ -84,6 +87,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
       Layer.mergeAll(
         Agents.Default,
         Withdrawals.Default,
+        Disputes.Default,
+        ClientIds.Default,
         History.Default,
         Executions.Default,
         Balances.Default,

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { MachineRunners, runner, type Runners } from "../machines/Host.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
+import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
@@ -17,7 +18,8 @@ export const MachineRunnersLive = Layer.effect(
       settlement: runner(sql, "settlement", (yield* SettlementMachine).spec),
       circuit: runner(sql, "circuit", (yield* CircuitMachine).spec),
       treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec),
-      withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec)
+      withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec),
+      dispute: runner(sql, "dispute", (yield* DisputeMachine).spec)
     }
     return runners
   })

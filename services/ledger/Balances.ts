@@ -12,7 +12,8 @@ const BalanceRow = Schema.Struct({
   escrowCount: Schema.Number,
   escrowTotal: Schema.BigInt,
   executionCount: Schema.Number,
-  totalWithdrawn: Schema.BigInt
+  totalWithdrawn: Schema.BigInt,
+  totalDisputed: Schema.BigInt
 })
 
 const TxRow = Schema.Struct({
@@ -34,6 +35,7 @@ const TxRow = Schema.Struct({
   settlementState: Schema.String,
   settlementTxHash: Schema.NullOr(Schema.String),
   refundTxHash: Schema.NullOr(Schema.String),
+  disputeId: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   completedAt: Schema.NullOr(Schema.DateFromSelf)
 })
@@ -52,13 +54,14 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
           SELECT
             (SELECT COALESCE(-balance, 0) FROM ledger_accounts WHERE id = ${available})::text AS available,
             (SELECT COALESCE(-SUM(e.amount), 0) FROM ledger_entries e JOIN ledger_transfers t ON t.id = e.transfer_id
-               WHERE e.account_id = ${available} AND t.kind = 'escrow_release')::text AS total_earned,
+               WHERE e.account_id = ${available} AND t.kind IN ('escrow_release', 'dispute_freeze', 'dispute_resolution'))::text AS total_earned,
             (SELECT COALESCE(SUM(x.agent_earnings), 0) FROM escrows s JOIN executions x ON x.id = s.execution_id
                WHERE s.agent_id = ${agentId} AND s.status = 'held' AND x.status = 'completed')::text AS pending,
             (SELECT COUNT(*) FROM escrows WHERE agent_id = ${agentId} AND status = 'held')::int AS escrow_count,
             (SELECT COALESCE(SUM(amount), 0) FROM escrows WHERE agent_id = ${agentId} AND status = 'held')::text AS escrow_total,
             (SELECT COUNT(*) FROM executions WHERE agent_id = ${agentId})::int AS execution_count,
-            (SELECT COALESCE(SUM(amount), 0) FROM withdrawals WHERE agent_id = ${agentId} AND status = 'completed')::text AS total_withdrawn`
+            (SELECT COALESCE(SUM(amount), 0) FROM withdrawals WHERE agent_id = ${agentId} AND status = 'completed')::text AS total_withdrawn,
+            (SELECT COALESCE(SUM(agent_amount), 0) FROM disputes WHERE agent_id = ${agentId} AND status IN ('open', 'escalated'))::text AS total_disputed`
         const row = yield* Schema.decodeUnknown(BalanceRow)(rows[0])
         return {
           agentId,
@@ -66,7 +69,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
           pending: formatUsdc(row.pending),
           totalEarned: formatUsdc(row.totalEarned),
           totalWithdrawn: formatUsdc(row.totalWithdrawn),
-          totalDisputed: formatUsdc(0n),
+          totalDisputed: formatUsdc(row.totalDisputed),
           executionCount: row.executionCount,
           escrow: { pendingCount: row.escrowCount, pendingTotal: formatUsdc(row.escrowTotal) }
         }
@@ -78,9 +81,9 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         const rows = yield* sql`
           SELECT x.transaction_id, x.id, x.payer, x.agent_id, x.capability_id, x.status, x.price, x.platform_fee, x.agent_fee,
                  x.platform_cut, x.agent_earnings, x.execution_time_ms, x.escrow_id, s.status AS escrow_status, s.release_at,
-                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, r.tx_hash AS refund_tx_hash, x.created_at, x.completed_at
+                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
           FROM executions x JOIN escrows s ON s.execution_id = x.id JOIN payments p ON p.id = x.payment_id
-          LEFT JOIN refunds r ON r.execution_id = x.id
+          LEFT JOIN refunds r ON r.execution_id = x.id LEFT JOIN disputes d ON d.execution_id = x.id
           WHERE x.transaction_id = ${txId}`
         const found = Option.fromNullable(rows[0])
         if (Option.isNone(found)) return yield* new NotFound({ code: "TRANSACTION_NOT_FOUND", message: `no transaction ${txId}` })
@@ -109,7 +112,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
             txHash: tx.settlementTxHash
           },
           refund_tx_hash: tx.refundTxHash,
-          dispute_id: null,
+          dispute_id: tx.disputeId,
           created_at: tx.createdAt.toISOString(),
           completed_at: tx.completedAt?.toISOString() ?? null
         }

@@ -17,10 +17,13 @@ export const ErrorCodes = {
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
   AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
+  CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
   PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay." },
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
+  NOT_TRANSACTION_PAYER: { status: 403, meaning: "The X-Client-Id belongs to a wallet other than the one that paid for the transaction." },
+  DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
   NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
   AGENT_NOT_FOUND: { status: 404, meaning: "The agent does not exist or is not active." },
@@ -28,14 +31,22 @@ export const ErrorCodes = {
   EXECUTION_NOT_FOUND: { status: 404, meaning: "No execution with this request id." },
   TRANSACTION_NOT_FOUND: { status: 404, meaning: "No transaction with this id." },
   WITHDRAWAL_NOT_FOUND: { status: 404, meaning: "No withdrawal with this id." },
+  DISPUTE_NOT_FOUND: { status: 404, meaning: "No dispute with this id." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
   EXECUTION_NOT_RETRYABLE: { status: 409, meaning: "Only a failed or timed-out execution can be retried, and only within its retry window (details.retryUntil)." },
+  DISPUTE_EXISTS: { status: 409, meaning: "The transaction already has a dispute (details.disputeId); one dispute per transaction." },
+  DISPUTE_WINDOW_CLOSED: { status: 409, meaning: "Disputes must be filed within 24 hours of the transaction." },
+  TRANSACTION_NOT_DISPUTABLE: { status: 409, meaning: "Only a completed execution whose payment settled can be disputed (failed ones are refunded on their own)." },
+  DISPUTE_CLOSED: { status: 409, meaning: "The dispute is resolved: it takes no more responses, evidence or resolutions, and no money moves again." },
+  DISPUTE_ALREADY_RESPONDED: { status: 409, meaning: "The agent already responded to this dispute; more material goes in as evidence." },
+  EVIDENCE_LIMIT_REACHED: { status: 409, meaning: "Each party may submit at most 10 evidence items per dispute." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
   RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
+  DISPUTE_LIMIT_REACHED: { status: 429, meaning: "A client may file at most 10 disputes per calendar month (UTC)." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
   SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
@@ -92,25 +103,36 @@ export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "CLIENT_ID_REQUIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 
 export class Conflict extends Schema.TaggedError<Conflict>()(
   "Conflict",
-  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT", "EXECUTION_NOT_RETRYABLE", "INSUFFICIENT_BALANCE")
+  fields(
+    "WALLET_ALREADY_REGISTERED",
+    "IDEMPOTENCY_CONFLICT",
+    "EXECUTION_NOT_RETRYABLE",
+    "INSUFFICIENT_BALANCE",
+    "DISPUTE_EXISTS",
+    "DISPUTE_WINDOW_CLOSED",
+    "TRANSACTION_NOT_DISPUTABLE",
+    "DISPUTE_CLOSED",
+    "DISPUTE_ALREADY_RESPONDED",
+    "EVIDENCE_LIMIT_REACHED"
+  )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
 
@@ -129,7 +151,7 @@ export const UnsupportedMediaTypeResponse = envelope(UnsupportedMediaType, "Unsu
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields("INTERNAL_ERROR")) {}
 export const InternalErrorResponse = envelope(InternalError, "InternalError", InternalError.fields.code, 500)
 
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED")) {}
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED", "DISPUTE_LIMIT_REACHED")) {}
 export const RateLimitedResponse = envelope(RateLimited, "RateLimited", RateLimited.fields.code, 429)
 
 export class Unavailable extends Schema.TaggedError<Unavailable>()(

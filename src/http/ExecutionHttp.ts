@@ -2,6 +2,7 @@
 // returns (the payment used, its settlement, rate-limit windows) into the execution headers.
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
 import type { Accepted, ExecutionView } from "../domain/Execution.js"
@@ -39,10 +40,14 @@ const retryAfter = (error: unknown) => {
   return typeof seconds === "number" ? setResponseHeaders({ "Retry-After": String(seconds) }) : Effect.void
 }
 
-/** The headers of an accepted payment: keep X-PAYMENT-USED to read or retry; X-PAYMENT-RESPONSE once settled. */
-const paymentHeaders = (payment: PaymentUse) =>
+/**
+ * The headers of an accepted payment: keep X-PAYMENT-USED to read or retry; X-PAYMENT-RESPONSE once settled; X-Client-Id
+ * names the payer for disputes.
+ */
+const paymentHeaders = (payment: PaymentUse, clientId: string) =>
   setResponseHeaders({
     "X-PAYMENT-USED": payment.header,
+    "X-Client-Id": clientId,
     ...(payment.rateLimit === null
       ? {}
       : {
@@ -57,10 +62,11 @@ const paymentHeaders = (payment: PaymentUse) =>
 export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handlers) =>
   Effect.gen(function* () {
     const executions = yield* Executions
+    const clientIds = yield* ClientIds
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
         executions.execute(payload, { paymentHeader: headers["x-payment"], async: urlParams.async === "true" }).pipe(
-          Effect.tap((outcome) => paymentHeaders(outcome.payment)),
+          Effect.tap((outcome) => paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))),
           Effect.flatMap((outcome): Effect.Effect<
             { readonly success: true; readonly data: ExecutionView } | { readonly success: true; readonly data: typeof Accepted.Type },
             BadGateway | GatewayTimeout

@@ -39,7 +39,7 @@ export const Transaction = Schema.Struct({
   escrow_release_at: Schema.NullOr(Schema.String),
   settlement: Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) }),
   refund_tx_hash: Schema.NullOr(Schema.String),
-  dispute_id: Schema.Null,
+  dispute_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
   completed_at: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "Transaction" })

@@ -30,6 +30,7 @@ import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
+import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
 
@@ -149,12 +150,12 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-chain-token",
     "access-control-expose-headers"
   ],
-  exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
+  exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
 })
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive])
 )
 
 /**

@@ -27,6 +27,7 @@ const rpcSettings = (overrides: Record<string, string>) =>
         USDC_ADDRESS: inject("usdcAddress"),
         OPERATOR_TOKEN: "rpc-mode-operator-token-0123",
         PROXY_SIGNING_KEY: signingKey,
+        CLIENT_ID_SECRET: "rpc-mode-client-id-secret-0123456789abcdef",
         BACKGROUND_WORKERS: "false",
         ...overrides
       }))
@@ -85,5 +86,11 @@ describe("CHAIN_RPC_URL mode", () => {
       noProxyKey.settings.delete("PROXY_SIGNING_KEY")
       const withoutKey = yield* Effect.exit(build(noProxyKey.settings))
       expect(String(Exit.isFailure(withoutKey) ? withoutKey.cause : "")).toMatch(/PROXY_SIGNING_KEY/)
+
+      // The devnet's public client-id secret would let anyone forge a payer's X-Client-Id.
+      const noClientSecret = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
+      noClientSecret.settings.delete("CLIENT_ID_SECRET")
+      const withoutSecret = yield* Effect.exit(build(noClientSecret.settings))
+      expect(String(Exit.isFailure(withoutSecret) ? withoutSecret.cause : "")).toMatch(/CLIENT_ID_SECRET is required/)
     }), { timeout: 60_000 })
 })

@@ -1,0 +1,44 @@
+// Client ids: the X-Client-Id a payer gets with every paid execution, bound to its wallet by an HMAC so the service can
+// check it without a lookup table, and nobody can make one for a wallet they did not pay from.
+import { Config, ConfigError, Effect, Option, Redacted } from "effect"
+import { createHash, createHmac, timingSafeEqual } from "node:crypto"
+import { AppConfig } from "../../layers/Config.js"
+
+const FORMAT = /^cl_([0-9a-f]{40})_([A-Za-z0-9_-]{22})$/
+/** The devnet's secret is public like its keys: ids made with it are worthless outside devnet, where it is refused. */
+const DEVNET_SECRET = createHash("sha256").update("agent-marketplace devnet client ids").digest()
+
+export class ClientIds extends Effect.Service<ClientIds>()("disputes/ClientIds", {
+  effect: Effect.gen(function* () {
+    const config = yield* AppConfig
+    const configured = yield* Config.option(
+      Config.redacted(
+        Config.string("CLIENT_ID_SECRET").pipe(
+          Config.validate({ message: "CLIENT_ID_SECRET must be at least 32 characters", validation: (s) => s.length >= 32 })
+        )
+      )
+    )
+    if (Option.isNone(configured) && config.chainMode !== "devnet") {
+      return yield* Effect.fail(ConfigError.MissingData(["CLIENT_ID_SECRET"], "CHAIN_RPC_URL is set, so CLIENT_ID_SECRET is required (at least 32 characters)"))
+    }
+    const secret = Option.match(configured, { onNone: () => DEVNET_SECRET, onSome: (s) => Buffer.from(Redacted.value(s)) })
+    const tag = (wallet: string) => createHmac("sha256", secret).update(`x-client-id:v1:${wallet}`).digest().subarray(0, 16)
+
+    /** The client id of a payer wallet (0x address, any case). */
+    const issue = (wallet: string) => {
+      const hex = wallet.toLowerCase().replace(/^0x/, "")
+      return `cl_${hex}_${tag(`0x${hex}`).toString("base64url")}`
+    }
+
+    /** The payer wallet an id was issued to (lowercase 0x address), if it is one of ours. */
+    const verify = (id: string | undefined): Option.Option<string> => {
+      const match = id === undefined ? null : FORMAT.exec(id)
+      if (match === null) return Option.none()
+      const wallet = `0x${match[1]}`
+      const given = Buffer.from(match[2] ?? "", "base64url")
+      const expected = tag(wallet)
+      return given.length === expected.length && timingSafeEqual(given, expected) ? Option.some(wallet) : Option.none()
+    }
+    return { issue, verify } as const
+  })
+}) {}

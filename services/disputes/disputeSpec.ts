@@ -1,0 +1,103 @@
+// How the host runs a dispute's machine: the escalation timer, the timeline, the resolution's money (through the
+// execution's machine, same transaction), reputation and dispute.resolved.
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { disputeMachine } from "../../machines/dispute.js"
+import type { MachineSpec } from "../../machines/Host.js"
+import { isPersistedSnapshot } from "../../machines/step.js"
+import { newId } from "../../src/domain/Ids.js"
+import { formatUsdc } from "../../src/domain/Money.js"
+import { AgentCache } from "../agents/AgentCache.js"
+import { Outbox } from "../outbox/Outbox.js"
+import { type DisputeRow, DisputesRepo } from "./Repo.js"
+
+const TimerEvent = Schema.Struct({ type: Schema.Literal("RESPONSE_DUE"), at: Schema.Number })
+
+export type DisputeSpec = MachineSpec<typeof disputeMachine, DisputeRow, "noteResponse">
+
+export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/DisputeMachine", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* DisputesRepo
+    const outbox = yield* Outbox
+    const cache = yield* AgentCache
+
+    const spec: DisputeSpec = {
+      machine: disputeMachine,
+      pure: ["noteResponse"],
+      lock: repo.lock,
+      snapshot: (row) =>
+        isPersistedSnapshot(row.machineSnapshot)
+          ? row.machineSnapshot
+          : { value: row.status, context: { respondBy: row.respondBy.getTime(), responded: row.agentResponse !== null } },
+      actions: {
+        scheduleResponseDue: ({ at }, { schedule }) => schedule({ type: "RESPONSE_DUE", at }),
+        cancelResponseDue: (_, { cancel }) => cancel("RESPONSE_DUE"),
+        recordEscalation: (_, { row, event }) =>
+          repo.addTimeline(row.id, "escalated", "platform", { reason: "the agent did not respond within 48 hours", respondBy: row.respondBy.toISOString() }, event.at),
+        settle: ({ clientShare }, { row, event, deliver }) =>
+          Effect.gen(function* () {
+            const delivered = yield* deliver("execution", row.executionId, { type: "DISPUTE_RESOLVED", at: event.at, disputeId: row.id, clientShare })
+            // The execution holds the frozen money: if it does not take the resolution, nothing may be recorded.
+            if (Option.isNone(delivered) || !delivered.value.changed) {
+              return yield* Effect.dieMessage(`dispute ${row.id}: execution ${row.executionId} did not take the resolution`)
+            }
+          }),
+        adjustReputation: ({ delta }, { row, event }) =>
+          Effect.gen(function* () {
+            const rows = yield* sql<{ before: number; after: number }>`
+              WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${row.agentId} FOR NO KEY UPDATE)
+              UPDATE agents a SET reputation_score = LEAST(100, GREATEST(0, a.reputation_score + ${delta}::int))
+              FROM old WHERE a.id = old.id
+              RETURNING old.reputation_score AS before, a.reputation_score AS after`
+            const updated = rows[0]
+            if (updated === undefined) return
+            yield* sql`INSERT INTO reputation_events ${sql.insert({
+              id: newId("evt"),
+              agentId: row.agentId,
+              eventType: "dispute",
+              scoreDelta: updated.after - updated.before,
+              scoreAfter: updated.after,
+              details: delta > 0 ? `dispute ${row.id} resolved for the agent` : `dispute ${row.id} resolved for the client`,
+              executionId: row.executionId,
+              createdAt: new Date(event.at)
+            })}`
+            yield* cache.patch(row.agentId, (agent) => ({ ...agent, reputationScore: updated.after }))
+          }),
+        announceResolution: ({ resolution, reputationDelta }, { row, event }) =>
+          Effect.gen(function* () {
+            const clientRefund = event.type === "RESOLVE" ? BigInt(event.clientShare) : 0n
+            const details = {
+              resolution,
+              clientRefund: formatUsdc(clientRefund),
+              agentAmount: formatUsdc(row.amount - clientRefund),
+              ...(event.type === "RESOLVE" ? { notes: event.notes, resolvedBy: event.by } : {})
+            }
+            yield* repo.addTimeline(row.id, "resolved", event.type === "RESOLVE" ? event.by : "platform", details, event.at)
+            yield* outbox.emit("dispute.resolved", row.agentId, {
+              disputeId: row.id,
+              transactionId: row.transactionId,
+              resolution,
+              reputationDelta,
+              clientRefund: formatUsdc(clientRefund)
+            })
+          })
+      },
+      save: (id, _row, step, event) =>
+        sql`UPDATE disputes SET ${sql.update({
+          status: step.state === "escalated" || step.state === "resolved_agent" || step.state === "resolved_client" || step.state === "resolved_split"
+            ? step.state
+            : "open",
+          machineSnapshot: JSON.stringify(step.persisted),
+          updatedAt: new Date(event.at),
+          ...(event.type === "RESPONSE_DUE" ? { escalatedAt: new Date(event.at), escalationReason: "no agent response within 48 hours" } : {}),
+          ...(event.type === "RESOLVE"
+            ? { clientRefund: event.clientShare, resolutionNotes: event.notes, resolvedBy: event.by, resolvedAt: new Date(event.at) }
+            : {})
+        })} WHERE id = ${id}`.pipe(Effect.asVoid),
+      timerEvent: (stored) => Option.getRight(Schema.decodeUnknownEither(TimerEvent)(stored))
+    }
+    return { spec } as const
+  }),
+  dependencies: [DisputesRepo.Default, Outbox.Default, AgentCache.Default]
+}) {}
