@@ -81,10 +81,11 @@ export class Disputes extends Effect.Service<Disputes>()("disputes/Disputes", {
             details: { transactionAt: tx.createdAt.toISOString(), closedAt: new Date(tx.createdAt.getTime() + DISPUTE_WINDOW_MS).toISOString() }
           })
         }
-        const existing = yield* repo.findByExecution(tx.id)
-        if (Option.isSome(existing)) {
-          return yield* new Conflict({ code: "DISPUTE_EXISTS", message: "the transaction already has a dispute", details: { disputeId: existing.value.id } })
-        }
+        const refuseDuplicate = Effect.flatMap(repo.findByExecution(tx.id), (existing) =>
+          Option.isSome(existing)
+            ? Effect.fail(new Conflict({ code: "DISPUTE_EXISTS", message: "the transaction already has a dispute", details: { disputeId: existing.value.id } }))
+            : Effect.void)
+        yield* refuseDuplicate
         const id = newId("dsp")
         const respondBy = now + RESPONSE_TIME_MS
         const started = startMachine(disputeMachine, { respondBy })
@@ -92,6 +93,8 @@ export class Disputes extends Effect.Service<Disputes>()("disputes/Disputes", {
           Effect.gen(function* () {
             // One client's filings are counted one at a time: ten concurrent requests cannot all pass the limits.
             yield* sql`SELECT pg_advisory_xact_lock(hashtextextended(${`dispute-client:${payer}`}, 0))`
+            // A duplicate that waited for the lock is a duplicate, not a breach of the limits.
+            yield* refuseDuplicate
             yield* checkLimits(payer, now)
             yield* sql`INSERT INTO disputes ${sql.insert({
               id,

@@ -258,4 +258,26 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("disputes", (it) => {
       expect(closed.body.error?.code).toBe("DISPUTE_WINDOW_CLOSED")
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
+
+  it.scoped("concurrent duplicates: one dispute per transaction, one resolution, one refund", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const treasury = yield* TreasuryWorker
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(2), agent.url, { tier: "premium" })
+      const payer = devAccount(6)
+      const tx = yield* paidCall(payer, agentId, "race")
+      const paidBalance = yield* Effect.promise(() => usdcBalance(payer.address))
+      const filings = yield* Effect.all(Array.from({ length: 6 }, () => openDispute(tx.clientId, tx.transactionId)), { concurrency: "unbounded" })
+      expect(filings.map((f) => f.status).sort()).toEqual([201, 409, 409, 409, 409, 409])
+      const id: string = filings.find((f) => f.status === 201)?.body.data.disputeId
+      const resolutions = yield* Effect.all(Array.from({ length: 4 }, () => resolve(id, { resolution: "resolved_client" })), { concurrency: "unbounded" })
+      expect(resolutions.map((r) => r.status).sort()).toEqual([200, 409, 409, 409])
+      yield* treasury.processDue
+      yield* treasury.processDue
+      expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(paidBalance + PRICE)
+      const { sql } = yield* TestEnv
+      expect(yield* sql`SELECT id FROM refunds WHERE execution_id = ${tx.requestId}`).toHaveLength(1)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
 })
