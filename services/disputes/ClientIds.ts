@@ -35,8 +35,9 @@ export class ClientIds extends Effect.Service<ClientIds>()("disputes/ClientIds",
       const match = id === undefined ? null : FORMAT.exec(id)
       if (match === null) return Option.none()
       const wallet = `0x${match[1]}`
-      const given = Buffer.from(match[2] ?? "", "base64url")
-      const expected = tag(wallet)
+      // Compared as text: base64url's padding bits would otherwise give each id 16 spellings.
+      const given = Buffer.from(match[2] ?? "")
+      const expected = Buffer.from(tag(wallet).toString("base64url"))
       return given.length === expected.length && timingSafeEqual(given, expected) ? Option.some(wallet) : Option.none()
     }
     return { issue, verify } as const
