@@ -280,4 +280,17 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("disputes", (it) => {
       expect(yield* sql`SELECT id FROM refunds WHERE execution_id = ${tx.requestId}`).toHaveLength(1)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
+
+  it.scoped("a client files at most 10 disputes per calendar month (with enough paid transactions for the rate rule)", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(4), agent.url, { tier: "premium" })
+      const payer = devAccount(3)
+      const calls = yield* Effect.all(Array.from({ length: 55 }, (_, i) => paidCall(payer, agentId, `m${i}`)), { concurrency: 8 })
+      for (const tx of calls.slice(0, 10)) expect((yield* openDispute(tx.clientId, tx.transactionId)).status).toBe(201)
+      const eleventh = yield* openDispute(calls[10]!.clientId, calls[10]!.transactionId)
+      expect({ status: eleventh.status, code: eleventh.body.error?.code }).toEqual({ status: 429, code: "DISPUTE_LIMIT_REACHED" })
+      expect((yield* balanceOf(agentId)).body.data.totalDisputed).toBe("0.085000")
+    }), { timeout: 60_000 })
 })
