@@ -358,6 +358,10 @@ layer(TestApp(), { excludeTestServices: true })("HTTP edge: the error envelope f
         [b64("not json"), "invalid_payload"],
         [b64({ ...decoded, payload: { ...decoded.payload, signature: "nope" } }), "invalid_payload"],
         ["x".repeat(4000), "invalid_payload"],
+        // Base64 of 5,000 "[" once overflowed the stack in the error formatter (a 500); depth and size are bounded first.
+        [b64("[".repeat(5000)), "invalid_payload"],
+        [b64({ ...decoded, payload: { ...decoded.payload, nested: JSON.parse(`${"[".repeat(100)}${"]".repeat(100)}`) } }), "invalid_payload"],
+        [b64({ ...decoded, padding: "p".repeat(9000) }), "invalid_payload"],
         [b64({ ...decoded, x402Version: 2 }), "invalid_x402_version"],
         [b64({ ...decoded, x402Version: "1" }), "invalid_payload"],
         [b64({ ...decoded, scheme: "upto" }), "unsupported_scheme"],
