@@ -13,7 +13,7 @@ import { ensureWritableDir } from "../dataDir.js";
 import { DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_MNEMONIC, DEVNET_USDC_ADDRESS } from "./accounts.js";
 import { type CompiledContract, compileTestUsdc } from "./compile.js";
 import { pidFileFor, removePidFile, stopStaleAnvil, writePidFile } from "./pidFile.js";
-import { spawnAnvil } from "./process.js";
+import { AnvilStartError, spawnAnvil } from "./process.js";
 import { exitDumpFile, promoteExitDump, startStateSaver } from "./stateFile.js";
 import { ensureToken } from "./token.js";
 
@@ -28,8 +28,15 @@ export {
 export { resolveAnvilBinary } from "./process.js";
 
 export interface DevnetOptions {
-  /** 0 or undefined => a free port on 127.0.0.1 (anvil binds port 0 and reports the port it got) */
+  /**
+   * 0 or undefined => a free port on 127.0.0.1 (anvil binds port 0 and reports the port it got). A
+   * fixed port that another process holds is replaced by a free one (the chain state does not depend
+   * on the port) and `onPortTaken` is told; with `strictPort` start-up fails instead.
+   */
   readonly port?: number;
+  readonly strictPort?: boolean;
+  /** Called when the fixed port was taken and anvil listens elsewhere; default: a line on stderr. */
+  readonly onPortTaken?: (requestedPort: number, rpcUrl: string) => void;
   /**
    * When set, the chain state is kept there (loaded on start if the file exists, saved atomically
    * whenever the chain moves and on stop), so a restarted devnet keeps balances and the deployed
@@ -56,6 +63,10 @@ export interface Devnet {
   readonly stop: () => Promise<void>;
 }
 
+const announcePortTaken = (requestedPort: number, rpcUrl: string): void => {
+  console.warn(`devnet: port ${requestedPort} is in use by another process; anvil listens on ${rpcUrl} instead`);
+};
+
 /**
  * Start anvil (chain id 84532) and make sure TestUSDC is deployed at DEVNET_USDC_ADDRESS with
  * 10,000 USDC on each of accounts 1..9 (deployed + minted only when not already in the state file).
@@ -77,11 +88,19 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
   const getCompiled = (): Promise<CompiledContract> => (compiled ??= compileTestUsdc(options.compileCacheDir));
   if (fresh) getCompiled().catch(() => undefined); // handled when awaited; no unhandled rejection if anvil fails first
 
-  const anvil = await spawnAnvil({
-    port: options.port ?? 0,
-    ...(files === undefined ? {} : { dumpState: files.exitDump }),
-    ...(files === undefined || fresh ? {} : { loadState: files.state }),
-    ...(options.blockTime === undefined ? {} : { blockTime: options.blockTime }),
+  const spawnOn = (port: number) =>
+    spawnAnvil({
+      port,
+      ...(files === undefined ? {} : { dumpState: files.exitDump }),
+      ...(files === undefined || fresh ? {} : { loadState: files.state }),
+      ...(options.blockTime === undefined ? {} : { blockTime: options.blockTime }),
+    });
+  const port = options.port ?? 0;
+  const anvil = await spawnOn(port).catch(async (error: unknown) => {
+    if (port === 0 || options.strictPort === true || !(error instanceof AnvilStartError) || !error.portInUse) throw error;
+    const elsewhere = await spawnOn(0);
+    (options.onPortTaken ?? announcePortTaken)(port, elsewhere.rpcUrl);
+    return elsewhere;
   });
   const saver = files === undefined ? undefined : startStateSaver(anvil.rpcUrl, files.state);
 

@@ -24,6 +24,7 @@ import {
   DEV_PRIVATE_KEYS,
   DEVNET_USDC_ADDRESS,
   type Devnet,
+  type DevnetOptions,
   devnetChain,
   startDevnet,
 } from "../../layers/devnet/anvil.js";
@@ -51,7 +52,7 @@ afterAll(async () => {
   await Promise.all(devnets.map((d) => d.stop()));
 });
 
-const start = async (options: { stateFile?: string; port?: number } = {}): Promise<Devnet> => {
+const start = async (options: Omit<DevnetOptions, "compileCacheDir"> = {}): Promise<Devnet> => {
   const devnet = await startDevnet({ ...options, compileCacheDir });
   devnets.push(devnet);
   return devnet;
@@ -404,9 +405,19 @@ describe("devnet", () => {
     );
   });
 
-  it("refuses a fixed port that is already taken instead of talking to whoever holds it", async () => {
+  it("refuses a fixed port that is already taken instead of talking to whoever holds it (strictPort)", async () => {
     const port = Number(new URL(devnet.rpcUrl).port);
-    await expect(start({ port })).rejects.toThrow(/anvil exited during startup[\s\S]*Address already in use/);
+    await expect(start({ port, strictPort: true })).rejects.toThrow(/anvil exited during startup[\s\S]*Address already in use/);
+    expect(await publicClient.getChainId()).toBe(84532); // the existing devnet is unharmed
+  });
+
+  it("moves to a free port when the fixed one is taken, and says so", async () => {
+    const port = Number(new URL(devnet.rpcUrl).port);
+    const told: Array<[number, string]> = [];
+    const other = await start({ port, onPortTaken: (requested, rpcUrl) => told.push([requested, rpcUrl]) });
+    expect(other.rpcUrl).not.toBe(devnet.rpcUrl);
+    expect(told).toEqual([[port, other.rpcUrl]]);
+    await other.stop();
     expect(await publicClient.getChainId()).toBe(84532); // the existing devnet is unharmed
   });
 
