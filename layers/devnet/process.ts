@@ -205,6 +205,7 @@ const waitUntilReady = async (
   output: () => string,
 ): Promise<string> => {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+  let lastChance = false;
   for (;;) {
     const err = spawnError();
     if (err !== undefined) throw new AnvilStartError(`anvil failed to start: ${err.message}`);
@@ -226,6 +227,12 @@ const waitUntilReady = async (
       }
     }
     if (Date.now() > deadline) {
+      if (!lastChance) {
+        // A blocked event loop (a busy machine) may have kept anvil's output unread: read it before giving up.
+        lastChance = true;
+        await new Promise((r) => setImmediate(r));
+        continue;
+      }
       throw new AnvilStartError(`anvil did not become ready within ${STARTUP_TIMEOUT_MS} ms:\n${output()}`);
     }
     await new Promise((r) => setTimeout(r, POLL_MS));
