@@ -1,7 +1,8 @@
 // Cold start (`npm run bench:startup`): time from `npm start` (package.json's start script, run without npm) to a
 // healthy /health, median of STARTUP_RUNS (5) runs, with an existing and with a fresh DATA_DIR; then where the time goes
 // (loading the code, PostgreSQL, the devnet, the build after a source change). Writes the "Cold start" section of
-// docs/performance.md (STARTUP_OUTPUT to write elsewhere, STARTUP_OUTPUT=- for stdout only) and leaves the rest alone.
+// docs/performance.md (STARTUP_OUTPUT to write elsewhere, STARTUP_OUTPUT=- for stdout only) and leaves the rest alone;
+// bench/startup-notes.md (hand-written) closes the section.
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { readFileSync } from "node:fs"
@@ -197,6 +198,7 @@ const main = async () => {
   }
 
   const loadEnd = await loadAverage()
+  const notes = await readFile(path.join(ROOT, "bench", "startup-notes.md"), "utf8").catch(() => "")
   const section = [
     "## Cold start",
     "",
@@ -222,7 +224,8 @@ const main = async () => {
     row("devnet, fresh (anvil + deploy TestUSDC + 9 mints + state saved)", stats(parts.devnetFresh)),
     row("devnet, existing state (anvil loads it)", stats(parts.devnetExisting)),
     ...(buildMs === undefined ? [] : [`| build of the bundle (first start after a source change only) | ${ms(buildMs)} | | |`]),
-    ""
+    "",
+    ...(notes === "" ? [] : [notes.trimEnd(), ""])
   ].join("\n")
   console.log(`\n${section}`)
   if (OUTPUT !== "-") {
