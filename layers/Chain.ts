@@ -83,7 +83,15 @@ export const connectChain = (options: {
       })
     const network = options.network ?? X402_NETWORKS[chainId]
     if (network === undefined) {
-      return yield* new ChainStartError({ message: `chain id ${chainId} has no x402 v1 network name; set X402_NETWORK` })
+      return yield* new ChainStartError({
+        message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, which has no x402 v1 network name: use a supported chain or set X402_NETWORK`
+      })
+    }
+    const named = Object.entries(X402_NETWORKS).find(([, name]) => name === network)
+    if (named !== undefined && Number(named[0]) !== chainId) {
+      return yield* new ChainStartError({
+        message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, but x402 network "${network}" is chain id ${named[0]}: wrong chain`
+      })
     }
     const transport = http(options.rpcUrl, { batch: false, retryCount: options.mode === "devnet" ? 0 : 3 })
     const pollingInterval = pollingIntervalFor(options.mode)

@@ -3,10 +3,14 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Effect, Layer } from "effect"
 import { ConfigLive } from "../layers/Config.js"
+import { DataDirReadyLive } from "../layers/dataDir.js"
 import { AppLive } from "./App.js"
 import { describeStartupFailure } from "./startupFailure.js"
 
-Layer.launch(AppLive.pipe(Layer.provide(ConfigLive))).pipe(
+/** The configuration, handed on only once DATA_DIR is known to be usable. */
+const ConfigReadyLive = Layer.provideMerge(DataDirReadyLive, ConfigLive)
+
+Layer.launch(AppLive.pipe(Layer.provide(ConfigReadyLive))).pipe(
   Effect.tapErrorCause((cause) =>
     Cause.isInterruptedOnly(cause)
       ? Effect.void

@@ -27,10 +27,23 @@ const hints: Record<string, (port: string) => string> = {
   EACCES: (port) => `not allowed to listen on port ${port}: choose a PORT above 1023 or run with the right privileges`
 }
 
+/** Each leaf of a configuration error as "NAME: message" (or the message alone when it names no setting). */
+const configMessages = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
+  switch (error._op) {
+    case "And":
+    case "Or":
+      return [...configMessages(error.left), ...configMessages(error.right)]
+    default: {
+      const name = error.path.join("_")
+      return [name === "" || error.message.includes(name) ? error.message : `${name}: ${error.message}`]
+    }
+  }
+}
+
 /** One paragraph for the operator. `port` is the configured PORT (for the listen errors). */
 export const describeStartupFailure = (cause: Cause.Cause<unknown>, port: string): string => {
   const failure = Option.getOrUndefined(Cause.failureOption(cause)) ?? Cause.squash(cause)
-  if (ConfigError.isConfigError(failure)) return `configuration: ${String(failure).replace(/^\(|\)$/g, "")}`
+  if (ConfigError.isConfigError(failure)) return `configuration: ${[...new Set(configMessages(failure))].join("; ")}`
   const tag = typeof failure === "object" && failure !== null && "_tag" in failure ? String(failure._tag) : undefined
   if (tag === "ServeError") {
     const code = codeOf(failure)

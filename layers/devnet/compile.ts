@@ -1,8 +1,10 @@
 /**
- * Compiles `contracts/TestUSDC.sol` with solc-js, with an optional on-disk cache.
+ * Compiles `contracts/TestUSDC.sol` with solc-js, with an optional on-disk cache; the compiled
+ * contract shipped in testUsdc.generated.ts is used while it matches the source, the solc version
+ * and the settings.
  *
  * solc-js is loaded lazily (`await import("solc")` costs ≈ 0.5 s on its own, the compile another
- * ≈ 0.5-1 s), so a cache hit never loads the compiler at all.
+ * ≈ 0.5-1 s), so the shipped contract or a cache hit never loads the compiler at all.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
@@ -10,6 +12,7 @@ import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Abi, Hex } from "viem";
+import { shippedTestUsdc } from "./testUsdc.generated.js";
 
 export interface CompiledContract {
   readonly abi: Abi;
@@ -43,19 +46,33 @@ const solcPackageVersion = (): string => {
 /** In-process memo (solc runs and cache hits) by cache key: at most one compile per source/settings per process. */
 const memo = new Map<string, Promise<CompiledContract>>();
 
-/**
- * Compile `contracts/TestUSDC.sol` (optimizer on, 200 runs, evmVersion "cancun").
- *
- * @param cacheDir when given, the result is cached there as JSON in a file named after a sha256 of
- *   the source, the solc version and the settings (a hit never loads solc). When omitted there is
- *   no on-disk cache (still at most one compile per process).
- * @throws Error carrying solc's formatted messages when compilation reports errors.
- */
-export const compileTestUsdc = async (cacheDir?: string): Promise<CompiledContract> => {
-  const source = await readFile(TEST_USDC_SOURCE_PATH, "utf8");
-  const key = createHash("sha256")
+/** sha256 of the source, the solc version and the settings: what the compiled contract depends on. */
+export const testUsdcKey = (source: string): string =>
+  createHash("sha256")
     .update(JSON.stringify({ source, solc: solcPackageVersion(), settings: SETTINGS }))
     .digest("hex");
+
+export const readTestUsdcSource = (): Promise<string> => readFile(TEST_USDC_SOURCE_PATH, "utf8");
+
+/**
+ * Compile `contracts/TestUSDC.sol` (optimizer on, 200 runs, evmVersion "cancun"), or take the
+ * shipped result when it was made from the same source, solc version and settings.
+ *
+ * @param options.ignoreShipped compile (or read the cache) even when the shipped contract matches.
+ * @param cacheDir when given, a compile's result is cached there as JSON in a file named after
+ *   `testUsdcKey` (a hit never loads solc). When omitted there is no on-disk cache (still at most
+ *   one compile per process).
+ * @throws Error carrying solc's formatted messages when compilation reports errors.
+ */
+export const compileTestUsdc = async (
+  cacheDir?: string,
+  options: { readonly ignoreShipped?: boolean } = {},
+): Promise<CompiledContract> => {
+  const source = await readTestUsdcSource();
+  const key = testUsdcKey(source);
+  if (key === shippedTestUsdc.key && options.ignoreShipped !== true) {
+    return { abi: shippedTestUsdc.abi, bytecode: shippedTestUsdc.bytecode };
+  }
   const cacheFile = cacheDir === undefined ? undefined : testUsdcCacheFile(cacheDir, key);
   if (cacheFile !== undefined) {
     const cached = await readCache(cacheFile);
@@ -65,13 +82,7 @@ export const compileTestUsdc = async (cacheDir?: string): Promise<CompiledContra
     }
   }
 
-  let compiled = memo.get(key);
-  if (compiled === undefined) {
-    compiled = compile(source);
-    memo.set(key, compiled);
-    compiled.catch(() => memo.delete(key)); // do not memoize failures
-  }
-  const result = await compiled;
+  const result = await memoCompile(source, key);
 
   if (cacheDir !== undefined && cacheFile !== undefined) {
     await mkdir(cacheDir, { recursive: true });
@@ -81,6 +92,16 @@ export const compileTestUsdc = async (cacheDir?: string): Promise<CompiledContra
     await rename(tmp, cacheFile);
   }
   return result;
+};
+
+const memoCompile = (source: string, key: string): Promise<CompiledContract> => {
+  let compiled = memo.get(key);
+  if (compiled === undefined) {
+    compiled = compile(source);
+    memo.set(key, compiled);
+    compiled.catch(() => memo.delete(key)); // do not memoize failures
+  }
+  return compiled;
 };
 
 const testUsdcCacheFile = (cacheDir: string, key: string): string =>
@@ -103,6 +124,9 @@ const readCache = async (file: string): Promise<CompiledContract | undefined> =>
   }
   return undefined;
 };
+
+/** Always solc, never the shipped contract or a cache: for regenerating and checking the shipped contract. */
+export const compileWithSolc = (source: string): Promise<CompiledContract> => compile(source);
 
 const compile = async (source: string): Promise<CompiledContract> => {
   const solc = (await import("solc")).default;

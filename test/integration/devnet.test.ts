@@ -24,6 +24,7 @@ import {
   DEV_PRIVATE_KEYS,
   DEVNET_USDC_ADDRESS,
   type Devnet,
+  type DevnetOptions,
   devnetChain,
   startDevnet,
 } from "../../layers/devnet/anvil.js";
@@ -51,7 +52,7 @@ afterAll(async () => {
   await Promise.all(devnets.map((d) => d.stop()));
 });
 
-const start = async (options: { stateFile?: string; port?: number } = {}): Promise<Devnet> => {
+const start = async (options: Omit<DevnetOptions, "compileCacheDir"> = {}): Promise<Devnet> => {
   const devnet = await startDevnet({ ...options, compileCacheDir });
   devnets.push(devnet);
   return devnet;
@@ -90,8 +91,8 @@ describe("compileTestUsdc", () => {
   it("caches solc's output as JSON and recovers from a corrupt cache file", async () => {
     const dir = await mkdtemp(join(tmpdir(), "devnet-compile-"));
     try {
-      const shared = await compileTestUsdc(compileCacheDir); // a hit after the first run: no solc
-      const first = await compileTestUsdc(dir);
+      const shared = await compileTestUsdc(compileCacheDir, { ignoreShipped: true }); // a hit after the first run: no solc
+      const first = await compileTestUsdc(dir, { ignoreShipped: true });
       expect(first).toEqual(shared);
       expect(first.bytecode).toMatch(/^0x[0-9a-f]+$/);
       expect(first.abi.some((item) => item.type === "function" && item.name === "transferWithAuthorization")).toBe(true);
@@ -99,9 +100,12 @@ describe("compileTestUsdc", () => {
       expect(files).toHaveLength(1);
       const file = join(dir, files[0] ?? "");
       expect(JSON.parse(await readFile(file, "utf8"))).toEqual(first);
-      expect(await compileTestUsdc(dir)).toEqual(first);
+      expect(await compileTestUsdc(dir, { ignoreShipped: true })).toEqual(first);
       await writeFile(file, "{ corrupt");
-      expect(await compileTestUsdc(dir)).toEqual(first);
+      expect(await compileTestUsdc(dir, { ignoreShipped: true })).toEqual(first);
+      // While the shipped contract matches the source, a start takes it: no solc, no cache file.
+      expect(await compileTestUsdc(join(dir, "unused"))).toEqual(first);
+      expect(await readdir(dir)).toHaveLength(1);
       expect(JSON.parse(await readFile(file, "utf8"))).toEqual(first);
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -404,9 +408,19 @@ describe("devnet", () => {
     );
   });
 
-  it("refuses a fixed port that is already taken instead of talking to whoever holds it", async () => {
+  it("refuses a fixed port that is already taken instead of talking to whoever holds it (strictPort)", async () => {
     const port = Number(new URL(devnet.rpcUrl).port);
-    await expect(start({ port })).rejects.toThrow(/anvil exited during startup[\s\S]*Address already in use/);
+    await expect(start({ port, strictPort: true })).rejects.toThrow(/anvil exited during startup[\s\S]*Address already in use/);
+    expect(await publicClient.getChainId()).toBe(84532); // the existing devnet is unharmed
+  });
+
+  it("moves to a free port when the fixed one is taken, and says so", async () => {
+    const port = Number(new URL(devnet.rpcUrl).port);
+    const told: Array<[number, string]> = [];
+    const other = await start({ port, onPortTaken: (requested, rpcUrl) => told.push([requested, rpcUrl]) });
+    expect(other.rpcUrl).not.toBe(devnet.rpcUrl);
+    expect(told).toEqual([[port, other.rpcUrl]]);
+    await other.stop();
     expect(await publicClient.getChainId()).toBe(84532); // the existing devnet is unharmed
   });
 
