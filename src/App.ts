@@ -15,6 +15,7 @@ import { Balances } from "../services/ledger/Balances.js"
 import { Callbacks, CallbacksWorkerLive } from "../services/executions/Callbacks.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { Circuits } from "../services/circuits/Circuits.js"
+import { Discovery } from "../services/discovery/Discovery.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
@@ -99,7 +100,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         MachineHost.Default,
         PaymentVerifier.Default,
         AgentProxy.Default,
-        OperatorTokenLive
+        OperatorTokenLive,
+        Discovery.Default
       )
     ),
     Layer.provide(MachinesLive),

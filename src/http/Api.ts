@@ -11,6 +11,7 @@ import {
   UnsupportedMediaTypeResponse
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
+import { DiscoveryApi } from "./DiscoveryApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
@@ -23,6 +24,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(PaymentsApi)
   .add(PlatformApi)
   .add(OperatorApi)
+  .add(DiscoveryApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
   .addError(LengthRequiredResponse)
