@@ -19,8 +19,6 @@ export interface SearchTerms {
   readonly words: ReadonlyArray<string>
   readonly groups: ReadonlyArray<number>
   readonly kinds: ReadonlyArray<WordKind>
-  /** The typed words in order, for the phrase bonus ("text to speech" is not "speech to text"). */
-  readonly phrase: string
 }
 
 const WORD = /[\p{L}\p{N}]+/gu
@@ -78,8 +76,7 @@ export const parseQuery = (text: string): SearchTerms => {
     for (const variant of variants) push(variant, "variant")
     for (const synonym of [word, ...variants].flatMap(synonymsOf)) push(synonym, "synonym")
   })
-  // The phrase is what was typed (before phrase rewrites add words), in order.
-  return { ...out, phrase: meaningful(normalise(text).match(WORD) ?? []).slice(0, MAX_QUERY_WORDS).join(" ") }
+  return out
 }
 
 /** True when a text has nothing to search for (only punctuation, emoji, spaces). */

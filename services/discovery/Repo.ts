@@ -1,17 +1,26 @@
-// Discovery in PostgreSQL: filtered listings, full-text + trigram relevance with the composite ranking, capped totals,
-// and the tag counts. Row schemas for what the views read.
+// Discovery in PostgreSQL, one statement per request: filtered listings with a capped total over the narrow
+// `agent_listing` table, and text search over the postings (`agent_terms`) with the composite ranking (migration 0009).
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { TrustTier } from "../../src/domain/Agent.js"
 import { CapabilitySummary } from "../../src/domain/Discovery.js"
 import type { SearchTerms } from "./Query.js"
-import { COMPOSITE_WEIGHTS, FIELD_WEIGHTS, PHRASE_BONUS, SYNONYM_FACTOR } from "./Ranking.js"
+import { COMPOSITE_WEIGHTS, SYNONYM_FACTOR } from "./Ranking.js"
 
 /** Lexicon words at least this similar (pg_trgm) to a typed word missing from the lexicon stand in for it. */
 export const CORRECTION_SIMILARITY = 0.4
 
 /** Totals are counted up to this many matches; beyond it `total` is the cap and `totalCapped` is true. */
 export const TOTAL_CAP = 1_000
+
+/**
+ * How many postings of each query word are read, best first (field weight, then standing): the agents scored for a
+ * text query. More when filters may drop most of them.
+ */
+export const POSTINGS_PER_WORD = 200
+export const POSTINGS_PER_WORD_FILTERED = 1_000
+/** A synonym's stems are read less deeply: they count less. */
+export const SYNONYM_POSTINGS_SHARE = 0.3
 
 export interface Filters {
   /** Any of these tags (lower case). */
@@ -28,7 +37,7 @@ export interface Filters {
   readonly chainable: boolean
 }
 
-export type Sort = "relevance" | "reputation" | "health" | "price" | "newest"
+export type Sort = "relevance" | "reputation" | "price" | "newest"
 
 export const DiscoveredRow = Schema.Struct({
   id: Schema.String,
@@ -44,10 +53,10 @@ export const DiscoveredRow = Schema.Struct({
 })
 export type DiscoveredRow = typeof DiscoveredRow.Type
 
-/** The search statement's rows: the page with the total on each, or one row of only the total past the last page. */
-const SearchRows = Schema.Array(Schema.Union(
-  Schema.extend(DiscoveredRow, Schema.Struct({ total: Schema.Number })),
-  Schema.Struct({ id: Schema.Null, total: Schema.Number })
+/** A statement's rows: the page with the total on each, or one row of only the total past the last page. */
+const PageRows = Schema.Array(Schema.Union(
+  Schema.extend(DiscoveredRow, Schema.Struct({ total: Schema.Number, capped: Schema.Boolean })),
+  Schema.Struct({ id: Schema.Null, total: Schema.Number, capped: Schema.Boolean })
 ))
 
 const TagRow = Schema.Struct({ tag: Schema.String, count: Schema.Number })
@@ -63,65 +72,72 @@ export interface Page {
 /** A LIKE pattern matching `text` literally anywhere (`%`, `_` and `\` are not wildcards). */
 export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
-const decodeRows = Schema.decodeUnknown(Schema.Array(DiscoveredRow))
+/** Whether any filter beyond the default health floor narrows the set. */
+export const narrows = (f: Filters) =>
+  f.tags !== undefined || f.category !== undefined || f.capability !== undefined || f.maxPrice !== undefined ||
+  f.minReputation !== undefined || f.chainable
 
 export class DiscoveryRepo extends Effect.Service<DiscoveryRepo>()("discovery/DiscoveryRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const empty = sql``
 
+    /** The filters on `agent_listing l`; reputation is a whole number, so a fractional minimum rounds up. */
     const filtersSql = (f: Filters): Statement.Fragment => sql`
-      a.status = 'active' AND a.health_score >= ${f.minHealth}::float8
-      ${f.minReputation === undefined ? empty : sql`AND a.reputation_score >= ${f.minReputation}::float8`}
-      ${f.chainable ? sql`AND (a.chain_settings->>'chain_enabled')::boolean AND a.reputation_score >= 40` : empty}
-      ${f.tags === undefined ? empty : sql`AND s.tags && ${f.tags}::text[]`}
-      ${f.category === undefined ? empty : sql`AND s.tags @> ARRAY[${f.category}]::text[]`}
-      ${f.capability === undefined ? empty : sql`AND s.capability_text LIKE ${containsPattern(f.capability)}`}
-      ${f.maxPrice === undefined ? empty : sql`AND s.min_price <= ${f.maxPrice.toString()}::bigint`}`
+      l.status = 'active' AND l.health_score >= ${f.minHealth}::float8
+      ${f.minReputation === undefined ? empty : sql`AND l.reputation_score >= ${Math.ceil(f.minReputation)}::int`}
+      ${f.chainable ? sql`AND l.chainable AND l.reputation_score >= 40` : empty}
+      ${f.tags === undefined ? empty : sql`AND l.tags && ${f.tags}::text[]`}
+      ${f.category === undefined ? empty : sql`AND l.tags @> ARRAY[${f.category}]::text[]`}
+      ${f.capability === undefined ? empty : sql`AND l.capability_text LIKE ${containsPattern(f.capability)}`}
+      ${f.maxPrice === undefined ? empty : sql`AND l.min_price <= ${f.maxPrice.toString()}::bigint`}`
 
-    /** What the views show: the capability summaries only (not their schemas or examples). */
-    const columns = sql`a.id, a.name, a.description, a.tags, a.reputation_score, a.health_score, a.trust_tier, a.created_at, s.min_price,
-      (SELECT coalesce(jsonb_agg(jsonb_build_object('id', c->'id', 'name', c->'name', 'pricing', c->'pricing')), '[]'::jsonb)
-         FROM jsonb_array_elements(a.capabilities) AS c) AS capabilities`
-
-    /** The weight of the best field of a candidate `c` that matches the text-search query `q`. */
-    const fieldScore = (q: Statement.Fragment) => sql`CASE
-      WHEN c.name_tsv @@ ${q} THEN ${FIELD_WEIGHTS.name}::float8
-      WHEN c.capabilities_tsv @@ ${q} THEN ${FIELD_WEIGHTS.capabilities}::float8
-      WHEN c.tags_tsv @@ ${q} THEN ${FIELD_WEIGHTS.tags}::float8
-      WHEN c.description_tsv @@ ${q} THEN ${FIELD_WEIGHTS.description}::float8
-      ELSE 0 END`
-
-    const orderSql = (sort: Sort) => {
+    const orderSql = (sort: Sort, p: string) => {
+      const c = (column: string) => sql.unsafe(`${p}.${column}`)
       switch (sort) {
         case "relevance":
-          return sql`composite DESC, id`
+          return sql`${c("composite")} DESC, ${c("agent_id")}`
         case "reputation":
-          return sql`reputation_score DESC, health_score DESC, id`
-        case "health":
-          return sql`health_score DESC, reputation_score DESC, id`
+          return sql`${c("reputation_score")} DESC, ${c("health_score")} DESC, ${c("agent_id")}`
         case "price":
-          return sql`min_price, reputation_score DESC, id`
+          return sql`${c("min_price")}, ${c("reputation_score")} DESC, ${c("agent_id")}`
         case "newest":
-          return sql`created_at DESC, id`
+          return sql`${c("created_at")} DESC, ${c("agent_id")}`
       }
     }
 
-    const page = (rows: ReadonlyArray<DiscoveredRow>, limit: number, counted: number): Page => ({
-      rows: rows.slice(0, limit),
-      total: Math.min(counted, TOTAL_CAP),
-      totalCapped: counted > TOTAL_CAP,
-      hasMore: rows.length > limit
-    })
+    /** The page `p` (agent_id, reputation_score, health_score, relevance, composite) with what the views show. */
+    const shown = (sort: Sort) => sql`
+      a.id, a.name, a.description, a.tags, a.trust_tier, p.reputation_score, p.health_score, p.relevance, p.composite,
+      (SELECT coalesce(jsonb_agg(jsonb_build_object('id', c->'id', 'name', c->'name', 'pricing', c->'pricing')), '[]'::jsonb)
+         FROM jsonb_array_elements(a.capabilities) AS c) AS capabilities,
+      t.total, t.capped
+      FROM t LEFT JOIN p ON true LEFT JOIN agents a ON a.id = p.agent_id
+      ORDER BY ${orderSql(sort, "p")}`
+
+    const decodePage = (limit: number) => (rows: ReadonlyArray<unknown>) =>
+      Schema.decodeUnknown(PageRows)(rows).pipe(Effect.map((decoded): Page => {
+        const found = decoded.flatMap((row) => (row.id === null ? [] : [row]))
+        const total = decoded[0]?.total ?? 0
+        return {
+          rows: found.slice(0, limit),
+          total: Math.min(total, TOTAL_CAP),
+          totalCapped: total > TOTAL_CAP || (decoded[0]?.capped ?? false),
+          hasMore: found.length > limit
+        }
+      }))
 
     /**
-     * Text search: each query word with its alternatives (synonyms, and for typed words missing from the lexicon the
-     * closest lexicon words by trigram similarity and their completions) is one OR-group; an agent matches when any
-     * group does (GIN on the weighted document), and relevance is the mean of each group's best field weight plus the
-     * phrase bonus. Every candidate is scored, then sorted.
+     * Text search. Each query word with its alternatives (spellings and synonyms; for a typed word missing from the
+     * lexicon its closest lexicon words and completions) is a group of stemmed words. The best postings of each word
+     * (field weight, then standing) give the candidates and, per group, the weight of the best field the group is found
+     * in (a synonym's counts 0.8 of it). Relevance is the mean of the groups' best fields weighted by how rare each group
+     * is among the candidates (ln(1 + candidates / candidates having it)); composite_score adds reputation and health.
      */
-    const search = (terms: SearchTerms, f: Filters, sort: Sort, minRelevance: number, limit: number, offset: number) =>
-      sql`
+    const search = (terms: SearchTerms, f: Filters, sort: Sort, minRelevance: number, limit: number, offset: number) => {
+      const perWord = narrows(f) ? POSTINGS_PER_WORD_FILTERED : POSTINGS_PER_WORD
+      const perSynonym = Math.ceil(perWord * SYNONYM_POSTINGS_SHARE)
+      return sql`
         WITH input AS (
           SELECT * FROM unnest(${terms.words}::text[], ${terms.groups}::int[], ${terms.kinds}::text[]) AS i(word, grp, kind)
         ),
@@ -138,78 +154,82 @@ export class DiscoveryRepo extends Effect.Service<DiscoveryRepo>()("discovery/Di
           WHERE i.kind = 'typed' AND char_length(i.word) >= 4
             AND NOT EXISTS (SELECT 1 FROM input v JOIN search_terms x ON x.term = v.word WHERE v.grp = i.grp)
         ),
-        alternatives AS (SELECT grp, word, kind FROM input UNION SELECT grp, word, kind FROM corrected),
-        grouped AS (
-          SELECT grp,
-                 coalesce(tsquery_or_agg(plainto_tsquery('english', word)) FILTER (WHERE kind <> 'synonym'), ''::tsquery) AS exact,
-                 tsquery_or_agg(plainto_tsquery('english', word)) AS q
-          FROM alternatives GROUP BY grp
+        stems AS (
+          SELECT a.grp, s.term, bool_and(a.kind = 'synonym') AS synonym
+          FROM (SELECT grp, word, kind FROM input UNION SELECT grp, word, kind FROM corrected) AS a
+          CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', a.word))) AS s(term)
+          GROUP BY a.grp, s.term
         ),
-        live AS (SELECT grp, exact, q FROM grouped WHERE numnode(q) > 0),
-        query AS (
-          SELECT tsquery_or_agg(q) AS any_q, count(*)::float8 AS n, phraseto_tsquery('english', ${terms.phrase}) AS phrase_q FROM live
+        -- The best postings of each stem; per agent and group the best field (a synonym's counts less).
+        read AS MATERIALIZED (
+          SELECT s.grp, s.term, p.agent_id, p.weight * CASE WHEN s.synonym THEN ${SYNONYM_FACTOR}::real ELSE 1::real END AS field,
+                 count(*) OVER (PARTITION BY s.grp, s.term) AS n
+          FROM stems s
+          CROSS JOIN LATERAL (
+            SELECT t.agent_id, t.weight FROM agent_terms t WHERE t.term = s.term ORDER BY t.rank DESC
+            LIMIT CASE WHEN s.synonym THEN ${perSynonym}::int ELSE ${perWord}::int END
+          ) AS p
         ),
-        candidates AS MATERIALIZED (
-          SELECT ${columns}, s.name_tsv, s.capabilities_tsv, s.tags_tsv, s.description_tsv,
-                 (numnode(query.phrase_q) > 2 AND s.document @@ query.phrase_q) AS phrase
-          FROM query
-          JOIN agent_search s ON s.document @@ query.any_q
-          JOIN agents a ON a.id = s.agent_id
-          WHERE query.n > 0 AND ${filtersSql(f)}
+        hits AS MATERIALIZED (SELECT agent_id, grp, max(field) AS field FROM read GROUP BY agent_id, grp),
+        -- One primary-key probe per candidate (LIMIT 1 keeps the planner from hashing the whole listing instead).
+        matched AS MATERIALIZED (
+          SELECT l.*
+          FROM (SELECT DISTINCT agent_id FROM hits) AS h
+          CROSS JOIN LATERAL (
+            SELECT l.agent_id, l.reputation_score, l.health_score, l.min_price, l.created_at
+            FROM agent_listing l WHERE l.agent_id = h.agent_id AND ${filtersSql(f)} LIMIT 1
+          ) AS l
         ),
-        -- Where each query word is found in each candidate (the best field); found only through a synonym, it counts less.
-        points AS (
-          SELECT c.id, l.grp, greatest(${fieldScore(sql`l.exact`)}, ${SYNONYM_FACTOR}::float8 * ${fieldScore(sql`l.q`)}) AS field
-          FROM candidates c CROSS JOIN live l
-        ),
-        -- Rarer words say more about what is wanted: each word weighs ln(1 + candidates / candidates having it); a word no
-        -- candidate has tells nothing apart and weighs the least, ln 2.
+        -- How rare each group is among the candidates read; a group none has weighs the least, ln 2, and still counts.
         weights AS (
-          SELECT grp, CASE WHEN count(*) FILTER (WHERE field > 0) = 0 THEN ln(2)
-                           ELSE ln(1 + count(*)::float8 / count(*) FILTER (WHERE field > 0)) END AS w
-          FROM points GROUP BY grp
+          SELECT g.grp, coalesce(ln(1 + (SELECT count(DISTINCT agent_id) FROM hits)::float8 / nullif(df.n, 0)), ln(2)) AS w
+          FROM (SELECT DISTINCT grp FROM stems) AS g LEFT JOIN (SELECT grp, count(*) AS n FROM hits GROUP BY grp) AS df USING (grp)
         ),
-        relevance AS (
-          SELECT p.id, sum(w.w * p.field) / sum(w.w) AS points FROM points p JOIN weights w USING (grp) GROUP BY p.id
+        scored AS MATERIALIZED (
+          SELECT m.agent_id, m.reputation_score, m.health_score, m.min_price, m.created_at, r.relevance,
+                 ${COMPOSITE_WEIGHTS.relevance}::float8 * r.relevance + ${COMPOSITE_WEIGHTS.reputation}::float8 * m.reputation_score / 100.0
+                   + ${COMPOSITE_WEIGHTS.health}::float8 * m.health_score AS composite
+          FROM matched m
+          JOIN (
+            SELECT h.agent_id, sum(w.w * h.field) / (SELECT sum(w) FROM weights) AS relevance
+            FROM hits h JOIN weights w USING (grp) GROUP BY h.agent_id
+          ) AS r USING (agent_id)
+          WHERE r.relevance >= ${minRelevance}::float8
         ),
-        ranked AS MATERIALIZED (
-          SELECT id, name, description, tags, reputation_score, health_score, trust_tier, created_at, min_price, capabilities, relevance,
-                 ${COMPOSITE_WEIGHTS.relevance}::float8 * relevance + ${COMPOSITE_WEIGHTS.reputation}::float8 * reputation_score / 100.0
-                   + ${COMPOSITE_WEIGHTS.health}::float8 * health_score AS composite
-          FROM (
-            SELECT c.*, least(1.0, r.points + CASE WHEN c.phrase THEN ${PHRASE_BONUS}::float8 ELSE 0 END) AS relevance
-            FROM candidates c JOIN relevance r USING (id)
-          ) AS scored
-          WHERE relevance >= ${minRelevance}::float8
-        )
-        -- One row even past the last page, so the total is always known.
-        SELECT p.*, c.total
-        FROM (SELECT count(*)::int AS total FROM ranked) AS c
-        LEFT JOIN LATERAL (SELECT * FROM ranked ORDER BY ${orderSql(sort)} LIMIT ${limit + 1} OFFSET ${offset}) AS p ON true`.pipe(
-        Effect.flatMap(Schema.decodeUnknown(SearchRows)),
-        Effect.map((rows) => page(rows.flatMap((row) => (row.id === null ? [] : [row])), limit, rows[0]?.total ?? 0)),
+        t AS (
+          SELECT count(*)::int AS total,
+                 coalesce((SELECT bool_or(n >= CASE WHEN s.synonym THEN ${perSynonym}::int ELSE ${perWord}::int END) FROM read JOIN stems s USING (grp, term)), false) AS capped
+          FROM scored
+        ),
+        p AS (SELECT * FROM scored s ORDER BY ${orderSql(sort, "s")} LIMIT ${limit + 1} OFFSET ${offset})
+        SELECT ${shown(sort)}`.pipe(
+        Effect.flatMap(decodePage(limit)),
         Effect.withSpan("DiscoveryRepo.search")
       )
+    }
 
-    /** Listing without text: index order for the default sort; the total is a count capped at TOTAL_CAP + 1 rows. */
+    /** Listing without text, in index order; the total is counted up to TOTAL_CAP + 1 rows. */
     const list = (f: Filters, sort: Sort, limit: number, offset: number) =>
-      Effect.gen(function* () {
-        const rows = yield* sql`
-          SELECT ${columns}, 0::float8 AS relevance, 0::float8 AS composite
-          FROM agents a JOIN agent_search s ON s.agent_id = a.id WHERE ${filtersSql(f)}
-          ORDER BY ${orderSql(sort)} LIMIT ${limit + 1} OFFSET ${offset}`.pipe(Effect.flatMap(decodeRows))
-        const [counted] = yield* sql<{ total: number }>`
-          SELECT count(*)::int AS total FROM (
-            SELECT 1 FROM agents a JOIN agent_search s ON s.agent_id = a.id WHERE ${filtersSql(f)} LIMIT ${TOTAL_CAP + 1}
-          ) AS capped`
-        return page(rows, limit, counted?.total ?? 0)
-      }).pipe(Effect.withSpan("DiscoveryRepo.list"))
+      sql`
+        WITH t AS (
+          SELECT count(*)::int AS total, false AS capped
+          FROM (SELECT 1 FROM agent_listing l WHERE ${filtersSql(f)} LIMIT ${TOTAL_CAP + 1}) AS c
+        ),
+        p AS (
+          SELECT l.agent_id, l.reputation_score, l.health_score, l.min_price, l.created_at, 0::float8 AS relevance, 0::float8 AS composite
+          FROM agent_listing l WHERE ${filtersSql(f)}
+          ORDER BY ${orderSql(sort, "l")} LIMIT ${limit + 1} OFFSET ${offset}
+        )
+        SELECT ${shown(sort)}`.pipe(
+        Effect.flatMap(decodePage(limit)),
+        Effect.withSpan("DiscoveryRepo.list")
+      )
 
     /** Tags of active agents with how many agents carry each, most used first. */
     const tags = sql`
       SELECT t.tag, count(*)::int AS count
-      FROM agents a CROSS JOIN LATERAL jsonb_array_elements_text(a.tags) AS t(tag)
-      WHERE a.status = 'active'
+      FROM agent_listing l CROSS JOIN LATERAL unnest(l.tags) AS t(tag)
+      WHERE l.status = 'active'
       GROUP BY t.tag ORDER BY count(*) DESC, t.tag`.pipe(
       Effect.flatMap(Schema.decodeUnknown(Schema.Array(TagRow))),
       Effect.withSpan("DiscoveryRepo.tags")

@@ -48,7 +48,7 @@ export const TagList = Schema.transform(Schema.String, Schema.Array(Tag).pipe(Sc
   encode: (tags) => tags.join(",")
 })
 
-export const SortParam = Schema.Literal("relevance", "reputation", "health", "price", "newest")
+export const SortParam = Schema.Literal("relevance", "reputation", "price", "newest")
 
 export const DiscoverParams = Schema.Struct({
   q: Schema.optional(SearchText),
