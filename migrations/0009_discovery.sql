@@ -134,3 +134,8 @@ CREATE TRIGGER agents_discovery_standing AFTER UPDATE OF reputation_score, healt
 
 -- Agents registered before this migration.
 SELECT discovery_reindex(a) FROM agents AS a;
+
+-- Ratings (POST /api/v1/reputation/ratings): a paid root execution is rated at most once.
+CREATE UNIQUE INDEX reputation_events_one_rating ON reputation_events (execution_id) WHERE event_type = 'rating';
+-- Insertion order, to list events written in the same millisecond newest first.
+ALTER TABLE reputation_events ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;

@@ -16,6 +16,8 @@ import { Callbacks, CallbacksWorkerLive } from "../services/executions/Callbacks
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { Circuits } from "../services/circuits/Circuits.js"
 import { Discovery } from "../services/discovery/Discovery.js"
+import { Analytics } from "../services/analytics/Analytics.js"
+import { ReputationBoard } from "../services/reputation/Board.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
@@ -101,7 +103,9 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         PaymentVerifier.Default,
         AgentProxy.Default,
         OperatorTokenLive,
-        Discovery.Default
+        Discovery.Default,
+        Analytics.Default,
+        ReputationBoard.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -21,7 +21,7 @@ const decimal = (min: number, max: number) =>
     Schema.filter((n) => (n >= min && n <= max) || `must be between ${min} and ${max}`)
   )
 
-const integer = (min: number, max: number) =>
+export const integer = (min: number, max: number) =>
   Schema.String.pipe(
     Schema.pattern(/^(0|[1-9]\d{0,6})$/, { message: () => `must be a whole number between ${min} and ${max}` }),
     Schema.compose(Schema.NumberFromString),

@@ -21,6 +21,7 @@ export const ErrorCodes = {
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
+  RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
   NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
   AGENT_NOT_FOUND: { status: 404, meaning: "The agent does not exist or is not active." },
@@ -32,6 +33,7 @@ export const ErrorCodes = {
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
   EXECUTION_NOT_RETRYABLE: { status: 409, meaning: "Only a failed or timed-out execution can be retried, and only within its retry window (details.retryUntil)." },
+  RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
@@ -98,7 +100,7 @@ export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unaut
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "RATING_NOT_AUTHORIZED")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
@@ -110,7 +112,7 @@ export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.c
 
 export class Conflict extends Schema.TaggedError<Conflict>()(
   "Conflict",
-  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT", "EXECUTION_NOT_RETRYABLE", "INSUFFICIENT_BALANCE")
+  fields("WALLET_ALREADY_REGISTERED", "IDEMPOTENCY_CONFLICT", "EXECUTION_NOT_RETRYABLE", "INSUFFICIENT_BALANCE", "RATING_NOT_ALLOWED")
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
 

@@ -11,6 +11,7 @@ import {
   UnsupportedMediaTypeResponse
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
+import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
@@ -25,6 +26,8 @@ export class Api extends HttpApi.make("marketplace")
   .add(PlatformApi)
   .add(OperatorApi)
   .add(DiscoveryApi)
+  .add(AnalyticsApi)
+  .add(ReputationApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
   .addError(LengthRequiredResponse)
