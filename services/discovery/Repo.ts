@@ -208,17 +208,25 @@ export class DiscoveryRepo extends Effect.Service<DiscoveryRepo>()("discovery/Di
       )
     }
 
-    /** Listing without text, in index order; the total is counted up to TOTAL_CAP + 1 rows. */
+    /**
+     * Listing without text. Up to TOTAL_CAP + 1 matches are collected once: they are the total, and when that is all of
+     * them the page is sorted from them; only when more match is the page read in index order (where matches are dense
+     * enough to be found at once) - so a filter matching few or no agents never walks the whole index.
+     */
     const list = (f: Filters, sort: Sort, limit: number, offset: number) =>
       sql`
-        WITH t AS (
-          SELECT count(*)::int AS total, false AS capped
-          FROM (SELECT 1 FROM agent_listing l WHERE ${filtersSql(f)} LIMIT ${TOTAL_CAP + 1}) AS c
-        ),
-        p AS (
+        WITH matched AS MATERIALIZED (
           SELECT l.agent_id, l.reputation_score, l.health_score, l.min_price, l.created_at, 0::float8 AS relevance, 0::float8 AS composite
-          FROM agent_listing l WHERE ${filtersSql(f)}
-          ORDER BY ${orderSql(sort, "l")} LIMIT ${limit + 1} OFFSET ${offset}
+          FROM agent_listing l WHERE ${filtersSql(f)} LIMIT ${TOTAL_CAP + 1}
+        ),
+        t AS (SELECT count(*)::int AS total, false AS capped FROM matched),
+        p AS (
+          (SELECT m.* FROM matched m WHERE (SELECT total FROM t) <= ${TOTAL_CAP}
+           ORDER BY ${orderSql(sort, "m")} LIMIT ${limit + 1} OFFSET ${offset})
+          UNION ALL
+          (SELECT l.agent_id, l.reputation_score, l.health_score, l.min_price, l.created_at, 0::float8, 0::float8
+           FROM agent_listing l WHERE (SELECT total FROM t) > ${TOTAL_CAP} AND ${filtersSql(f)}
+           ORDER BY ${orderSql(sort, "l")} LIMIT ${limit + 1} OFFSET ${offset})
         )
         SELECT ${shown(sort)}`.pipe(
         Effect.flatMap(decodePage(limit)),

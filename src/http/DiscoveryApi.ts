@@ -12,7 +12,7 @@ export class DiscoveryApi extends HttpApiGroup.make("discovery")
       .annotate(OpenApi.Summary, "Find active agents by text, tags, capability, price, reputation, health and chaining")
       .annotate(
         OpenApi.Description,
-        "`q` searches names, capability names, tags and descriptions (typos and synonyms included); every filter narrows. Agents with health below 0.3 are left out unless `minHealth` is given (`minHealth=0` shows all). Sorted by relevance (composite score) with `q`, else by reputation; `sort` changes it. `pagination.total` counts up to 1,000 (`totalCapped`)."
+        "`q` searches names, capability ids and names, tags and descriptions (stemmed; typos, partial words and synonyms included); every filter narrows. Agents with health below 0.3 are left out unless `minHealth` is given (`minHealth=0` shows all); inactive and suspended agents never appear. Sorted by composite_score with `q`, else by reputation; `sort` (relevance, reputation, price, newest) changes it. `pagination.total` counts up to 1,000 matches (`totalCapped` says when there are more); `offset` goes up to 1,000."
       )
   )
   .add(

@@ -305,11 +305,13 @@ layer(Seeded, { excludeTestServices: true })("discovery", (it) => {
   it.effect("ranking quality over the graded queries: nDCG@5 and precision@1 stay at or above the measured figures", () =>
     Effect.gen(function* () {
       const scores: Array<{ query: string; ndcg: number; p1: number; top: ReadonlyArray<string> }> = []
-      for (const { query, grades } of queries) {
+      for (const { query, grades, kind } of queries) {
         const response = yield* get("/api/v1/discover/search", { query, limit: "5" })
         expect(response.status, query).toBe(200)
         const top: ReadonlyArray<string> = response.body.data.agents.map((a: { id: string }) => keyOf.get(a.id) ?? a.id)
         scores.push({ query, ndcg: ndcgAt(top, grades, 5), p1: precisionAt1(top, grades), top })
+        // Of two equally matching agents, the healthier, better-reputed one comes first.
+        if (kind === "tie-break") expect(precisionAt1(top, grades, 2), `${query}: ${top.join(" ")}`).toBe(1)
       }
       if (process.env.RANKING_REPORT !== undefined) {
         for (const s of [...scores].sort((a, b) => a.ndcg - b.ndcg)) console.log(s.ndcg.toFixed(3), s.p1, JSON.stringify(s.query), s.top.join(" "))
