@@ -18,6 +18,9 @@ import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
 import { Disputes } from "../services/disputes/Disputes.js"
 import { Circuits } from "../services/circuits/Circuits.js"
+import { Discovery } from "../services/discovery/Discovery.js"
+import { Analytics } from "../services/analytics/Analytics.js"
+import { ReputationBoard } from "../services/reputation/Board.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
@@ -104,7 +107,10 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         MachineHost.Default,
         PaymentVerifier.Default,
         AgentProxy.Default,
-        OperatorTokenLive
+        OperatorTokenLive,
+        Discovery.Default,
+        Analytics.Default,
+        ReputationBoard.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -353,5 +353,7 @@ const analysisFile = fileURLToPath(new URL("../analysis.md", import.meta.url))
 
 export const writeReport = async (file: string, r: BenchReport): Promise<void> => {
   const analysis = await readFile(analysisFile, "utf8").catch(() => "")
-  await writeFile(file, `${renderReport(r)}${analysis === "" ? "" : `\n${analysis}`}`, "utf8")
+  // Sections other benchmarks keep in the same file (bench/discover.ts) survive this rewrite.
+  const kept = (await readFile(file, "utf8").catch(() => "")).match(/<!-- bench:(\w+):start -->[\s\S]*?<!-- bench:\1:end -->/g) ?? []
+  await writeFile(file, `${renderReport(r)}${analysis === "" ? "" : `\n${analysis}`}${kept.map((section) => `\n${section}\n`).join("")}`, "utf8")
 }

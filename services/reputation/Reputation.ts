@@ -1,6 +1,6 @@
 // Reputation (root executions: +1 success, -2 failure, 0-100) and health (EMA of outcomes and probes), with events per change.
 import { SqlClient } from "@effect/sql"
-import { Clock, Config, Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Clock, Config, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { AgentProxy } from "../../layers/AgentProxy.js"
 import { TrustTier } from "../../src/domain/Agent.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -71,6 +71,40 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         }))
       }).pipe(Effect.withSpan("Reputation.recordOutcome"))
 
+    /**
+     * A client's rating of a completed root execution: moves the score by `delta` (clamped at 0/100) under the agent's
+     * row lock and writes the `rating` event; None when the execution was already rated (nothing changes). Call inside
+     * the caller's transaction.
+     */
+    const recordRating = (agentId: string, executionId: string, delta: number, details: string) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const [locked] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId} FOR NO KEY UPDATE`
+        if (locked === undefined) return Option.none()
+        const after = Math.min(100, Math.max(0, locked.reputationScore + delta))
+        const eventId = newId("evt")
+        const inserted = yield* sql`INSERT INTO reputation_events ${sql.insert({
+          id: eventId,
+          agentId,
+          eventType: "rating",
+          scoreDelta: after - locked.reputationScore,
+          scoreAfter: after,
+          details,
+          executionId,
+          createdAt: new Date(now)
+        })} ON CONFLICT (execution_id) WHERE event_type = 'rating' DO NOTHING RETURNING id`
+        if (inserted.length === 0) return Option.none()
+        const rows = yield* sql`
+          UPDATE agents SET reputation_score = ${after} WHERE id = ${agentId}
+          RETURNING ${locked.reputationScore}::int AS before, reputation_score AS after, health_score, completed_executions,
+                    created_at, trust_tier, trust_tier_override`
+        const updated = yield* Effect.orDie(Schema.decodeUnknown(Updated)(rows[0]))
+        const tier = earnedTier({ ...updated, reputationScore: updated.after }, now)
+        if (tier !== updated.trustTier) yield* sql`UPDATE agents SET trust_tier = ${tier} WHERE id = ${agentId}`
+        yield* cache.patch(agentId, (agent) => ({ ...agent, reputationScore: updated.after, trustTier: tier }))
+        return Option.some({ eventId, scoreDelta: updated.after - updated.before, score: updated.after })
+      }).pipe(Effect.withSpan("Reputation.recordRating"))
+
     /** A health probe's outcome (health only; probes do not move reputation). */
     const recordProbe = (agentId: string, healthy: boolean) =>
       Effect.gen(function* () {
@@ -80,7 +114,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         yield* cache.invalidateLocal(agentId)
       })
 
-    return { recordOutcome, recordProbe } as const
+    return { recordOutcome, recordRating, recordProbe } as const
   }),
   dependencies: [AgentCache.Default]
 }) {}

@@ -24,6 +24,7 @@ export const ErrorCodes = {
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
   NOT_TRANSACTION_PAYER: { status: 403, meaning: "The X-Client-Id belongs to a wallet other than the one that paid for the transaction." },
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
+  RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
   NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
   AGENT_NOT_FOUND: { status: 404, meaning: "The agent does not exist or is not active." },
@@ -42,6 +43,7 @@ export const ErrorCodes = {
   DISPUTE_CLOSED: { status: 409, meaning: "The dispute is resolved: it takes no more responses, evidence or resolutions, and no money moves again." },
   DISPUTE_ALREADY_RESPONDED: { status: 409, meaning: "The agent already responded to this dispute; more material goes in as evidence." },
   EVIDENCE_LIMIT_REACHED: { status: 409, meaning: "Each party may submit at most 10 evidence items per dispute." },
+  RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
@@ -109,7 +111,7 @@ export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unaut
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
@@ -131,7 +133,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
     "TRANSACTION_NOT_DISPUTABLE",
     "DISPUTE_CLOSED",
     "DISPUTE_ALREADY_RESPONDED",
-    "EVIDENCE_LIMIT_REACHED"
+    "EVIDENCE_LIMIT_REACHED",
+    "RATING_NOT_ALLOWED"
   )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)

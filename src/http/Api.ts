@@ -12,6 +12,8 @@ import {
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
 import { DisputesApi, OperatorDisputesApi } from "./DisputesApi.js"
+import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
+import { DiscoveryApi } from "./DiscoveryApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
@@ -26,6 +28,9 @@ export class Api extends HttpApi.make("marketplace")
   .add(OperatorApi)
   .add(DisputesApi)
   .add(OperatorDisputesApi)
+  .add(DiscoveryApi)
+  .add(AnalyticsApi)
+  .add(ReputationApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
   .addError(LengthRequiredResponse)

@@ -28,6 +28,8 @@ import {
 import { jsonNestingDepth, MAX_JSON_DEPTH } from "../domain/Json.js"
 import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
+import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
+import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
@@ -155,7 +157,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive])
 )
 
 /**
