@@ -1,6 +1,6 @@
 // The ranking's numbers in one place: how much a query word counts where it is found, how rarer words weigh more, and
 // how relevance, reputation and health combine into composite_score. The SQL in Repo.ts receives them as parameters
-// (the field weights and the standing step are also written into migrations/0009_discovery.sql).
+// (the field weights and the standing step are also written into migrations/0011_discovery.sql).
 
 /**
  * A query word found in the agent's name counts 1; in a capability id or name 0.8; in a tag 0.6; in the agent's or a

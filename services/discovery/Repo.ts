@@ -1,5 +1,5 @@
 // Discovery in PostgreSQL, one statement per request: filtered listings with a capped total over the narrow
-// `agent_listing` table, and text search over the postings (`agent_terms`) with the composite ranking (migration 0009).
+// `agent_listing` table, and text search over the postings (`agent_terms`) with the composite ranking (migration 0011).
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { TrustTier } from "../../src/domain/Agent.js"
