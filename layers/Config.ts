@@ -26,6 +26,10 @@ export interface AppConfigShape {
   /** maxTimeoutSeconds in our 402 challenges. */
   readonly paymentTimeoutSeconds: number
   readonly agentCacheTtlMs: number
+  /** Key of the HMAC binding X-Client-Id to the payer (disputes); devnet uses a public fixed value. */
+  readonly clientIdSecret: Option.Option<Redacted.Redacted<string>>
+  /** AES-256-GCM key (64 hex) for webhook secrets at rest; devnet uses a public fixed value. */
+  readonly webhookSecretKey: Option.Option<Redacted.Redacted<string>>
 }
 
 export class AppConfig extends Context.Tag("Config/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -77,6 +81,20 @@ export const appConfig = Effect.gen(function* () {
       )
     )
   )
+  const clientIdSecret = yield* Config.option(
+    Config.redacted(
+      Config.string("CLIENT_ID_SECRET").pipe(
+        Config.validate({ message: "CLIENT_ID_SECRET must be at least 32 characters", validation: (s) => s.length >= 32 })
+      )
+    )
+  )
+  const webhookSecretKey = yield* Config.option(
+    Config.redacted(
+      Config.string("WEBHOOK_SECRET_KEY").pipe(
+        Config.validate({ message: "WEBHOOK_SECRET_KEY must be 32 bytes as 64 hex characters", validation: (s) => /^[0-9a-fA-F]{64}$/.test(s) })
+      )
+    )
+  )
   const allowPrivateUrls = yield* Config.boolean("ALLOW_PRIVATE_URLS").pipe(Config.withDefault(chainMode === "devnet"))
   const publicBaseUrl = yield* url("PUBLIC_BASE_URL").pipe(
     Config.withDefault(`http://${host.includes(":") ? `[${host}]` : host}:${port}`)
@@ -93,7 +111,9 @@ export const appConfig = Effect.gen(function* () {
     const missing = [
       Option.isNone(usdcAddress) ? "USDC_ADDRESS" : undefined,
       Option.isNone(treasuryPrivateKey) && Option.isNone(facilitatorUrl) ? "TREASURY_PRIVATE_KEY (or FACILITATOR_URL)" : undefined,
-      Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined
+      Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined,
+      Option.isNone(clientIdSecret) ? "CLIENT_ID_SECRET" : undefined,
+      Option.isNone(webhookSecretKey) ? "WEBHOOK_SECRET_KEY" : undefined
     ].filter((m): m is string => m !== undefined)
     if (missing.length > 0) {
       return yield* Effect.fail(
@@ -117,7 +137,9 @@ export const appConfig = Effect.gen(function* () {
     maxBodyBytes,
     paymentMinValiditySeconds,
     paymentTimeoutSeconds,
-    agentCacheTtlMs
+    agentCacheTtlMs,
+    clientIdSecret,
+    webhookSecretKey
   } satisfies AppConfigShape
 })
 

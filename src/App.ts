@@ -17,6 +17,7 @@ import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
 import { Disputes } from "../services/disputes/Disputes.js"
+import { Subscriptions } from "../services/webhooks/Subscriptions.js"
 import { Circuits } from "../services/circuits/Circuits.js"
 import { Discovery } from "../services/discovery/Discovery.js"
 import { Analytics } from "../services/analytics/Analytics.js"
@@ -91,6 +92,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Agents.Default,
         Withdrawals.Default,
         Disputes.Default,
+        Subscriptions.Default,
         ClientIds.Default,
         History.Default,
         Executions.Default,

@@ -1,6 +1,6 @@
 // Client ids: the X-Client-Id a payer gets with every paid execution, bound to its wallet by an HMAC so the service can
 // check it without a lookup table, and nobody can make one for a wallet they did not pay from.
-import { Config, ConfigError, Effect, Option, Redacted } from "effect"
+import { Effect, Option, Redacted } from "effect"
 import { createHash, createHmac, timingSafeEqual } from "node:crypto"
 import { AppConfig } from "../../layers/Config.js"
 
@@ -11,17 +11,8 @@ const DEVNET_SECRET = createHash("sha256").update("agent-marketplace devnet clie
 export class ClientIds extends Effect.Service<ClientIds>()("disputes/ClientIds", {
   effect: Effect.gen(function* () {
     const config = yield* AppConfig
-    const configured = yield* Config.option(
-      Config.redacted(
-        Config.string("CLIENT_ID_SECRET").pipe(
-          Config.validate({ message: "CLIENT_ID_SECRET must be at least 32 characters", validation: (s) => s.length >= 32 })
-        )
-      )
-    )
-    if (Option.isNone(configured) && config.chainMode !== "devnet") {
-      return yield* Effect.fail(ConfigError.MissingData(["CLIENT_ID_SECRET"], "CHAIN_RPC_URL is set, so CLIENT_ID_SECRET is required (at least 32 characters)"))
-    }
-    const secret = Option.match(configured, { onNone: () => DEVNET_SECRET, onSome: (s) => Buffer.from(Redacted.value(s)) })
+    // Required outside devnet (layers/Config.ts refuses to start without it).
+    const secret = Option.match(config.clientIdSecret, { onNone: () => DEVNET_SECRET, onSome: (s) => Buffer.from(Redacted.value(s)) })
     const tag = (wallet: string) => createHmac("sha256", secret).update(`x-client-id:v1:${wallet}`).digest().subarray(0, 16)
 
     /** The client id of a payer wallet (0x address, any case). */

@@ -33,6 +33,7 @@ export const ErrorCodes = {
   TRANSACTION_NOT_FOUND: { status: 404, meaning: "No transaction with this id." },
   WITHDRAWAL_NOT_FOUND: { status: 404, meaning: "No withdrawal with this id." },
   DISPUTE_NOT_FOUND: { status: 404, meaning: "No dispute with this id." },
+  WEBHOOK_NOT_FOUND: { status: 404, meaning: "No webhook with this id (or it belongs to another agent)." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
@@ -43,6 +44,7 @@ export const ErrorCodes = {
   DISPUTE_CLOSED: { status: 409, meaning: "The dispute is resolved: it takes no more responses, evidence or resolutions, and no money moves again." },
   DISPUTE_ALREADY_RESPONDED: { status: 409, meaning: "The agent already responded to this dispute; more material goes in as evidence." },
   EVIDENCE_LIMIT_REACHED: { status: 409, meaning: "Each party may submit at most 10 evidence items per dispute." },
+  WEBHOOK_LIMIT_REACHED: { status: 409, meaning: "An agent may have at most 5 webhooks." },
   RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
@@ -117,7 +119,7 @@ export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fiel
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 
@@ -134,7 +136,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
     "DISPUTE_CLOSED",
     "DISPUTE_ALREADY_RESPONDED",
     "EVIDENCE_LIMIT_REACHED",
-    "RATING_NOT_ALLOWED"
+    "RATING_NOT_ALLOWED",
+    "WEBHOOK_LIMIT_REACHED"
   )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)

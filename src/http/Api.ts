@@ -12,6 +12,7 @@ import {
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
 import { DisputesApi, OperatorDisputesApi } from "./DisputesApi.js"
+import { WebhooksApi } from "./WebhooksApi.js"
 import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
@@ -28,6 +29,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(OperatorApi)
   .add(DisputesApi)
   .add(OperatorDisputesApi)
+  .add(WebhooksApi)
   .add(DiscoveryApi)
   .add(AnalyticsApi)
   .add(ReputationApi)

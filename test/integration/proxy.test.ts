@@ -33,7 +33,9 @@ const appConfig = (dataDir: string, allowPrivateUrls: boolean, chainMode: ChainM
   maxBodyBytes: 1024 * 1024,
   paymentMinValiditySeconds: 6,
   paymentTimeoutSeconds: 120,
-  agentCacheTtlMs: 30_000
+  agentCacheTtlMs: 30_000,
+  clientIdSecret: Option.none(),
+  webhookSecretKey: Option.none()
 })
 
 /** The real AgentProxy layer; `settings` are its environment (nothing is read from the process environment). */

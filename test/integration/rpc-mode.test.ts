@@ -28,6 +28,7 @@ const rpcSettings = (overrides: Record<string, string>) =>
         OPERATOR_TOKEN: "rpc-mode-operator-token-0123",
         PROXY_SIGNING_KEY: signingKey,
         CLIENT_ID_SECRET: "rpc-mode-client-id-secret-0123456789abcdef",
+        WEBHOOK_SECRET_KEY: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         BACKGROUND_WORKERS: "false",
         ...overrides
       }))
@@ -91,6 +92,6 @@ describe("CHAIN_RPC_URL mode", () => {
       const noClientSecret = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
       noClientSecret.settings.delete("CLIENT_ID_SECRET")
       const withoutSecret = yield* Effect.exit(build(noClientSecret.settings))
-      expect(String(Exit.isFailure(withoutSecret) ? withoutSecret.cause : "")).toMatch(/CLIENT_ID_SECRET is required/)
+      expect(String(Exit.isFailure(withoutSecret) ? withoutSecret.cause : "")).toMatch(/required: CLIENT_ID_SECRET/)
     }), { timeout: 60_000 })
 })

@@ -57,7 +57,9 @@ const appConfig = (allowPrivateUrls: boolean): AppConfigShape => ({
   maxBodyBytes: 1024 * 1024,
   paymentMinValiditySeconds: 6,
   paymentTimeoutSeconds: 120,
-  agentCacheTtlMs: 30_000
+  agentCacheTtlMs: 30_000,
+  clientIdSecret: Option.none(),
+  webhookSecretKey: Option.none()
 })
 
 /**

@@ -1,0 +1,50 @@
+// /api/v1/webhooks: an agent's subscriptions (its owner's wallet signature on every call).
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { ConflictResponse, ForbiddenResponse, UnauthorizedResponse } from "../domain/Errors.js"
+import { AgentId } from "../domain/Ids.js"
+import { CreateWebhookRequest, UpdateWebhookRequest, WebhookCreated, WebhookPath, WebhookSubscription } from "../domain/Webhook.js"
+import { WalletSignatureHeaders } from "./AgentsApi.js"
+import { ok } from "./Envelope.js"
+
+export class WebhooksApi extends HttpApiGroup.make("webhooks")
+  .add(
+    HttpApiEndpoint.post("create", "/")
+      .setPayload(CreateWebhookRequest)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(WebhookCreated), { status: 201 })
+      .annotate(OpenApi.Summary, "Subscribe an HTTPS endpoint to the agent's events; the signing secret is shown once")
+  )
+  .add(
+    HttpApiEndpoint.get("byAgent", "/agent/:agentId")
+      .setPath(Schema.Struct({ agentId: AgentId }))
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ webhooks: Schema.Array(WebhookSubscription) })))
+      .annotate(OpenApi.Summary, "The agent's webhooks (secrets are never shown again)")
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/:id")
+      .setPath(WebhookPath)
+      .setPayload(UpdateWebhookRequest)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ id: Schema.String, updated: Schema.Boolean })))
+      .annotate(OpenApi.Summary, "Change url, events or isActive")
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/:id")
+      .setPath(WebhookPath)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ deleted: Schema.Boolean })))
+      .annotate(OpenApi.Summary, "Delete a webhook")
+  )
+  .add(
+    HttpApiEndpoint.post("rotateSecret", "/:id/rotate-secret")
+      .setPath(WebhookPath)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ id: Schema.String, secret: Schema.String, message: Schema.String })))
+      .annotate(OpenApi.Summary, "A new signing secret, shown once; the old one stops at once")
+  )
+  .addError(UnauthorizedResponse)
+  .addError(ForbiddenResponse)
+  .addError(ConflictResponse)
+  .prefix("/api/v1/webhooks") {}
