@@ -10,6 +10,7 @@ import type { ExecutionEvent } from "./execution.js"
 import type { SettlementEvent } from "./settlement.js"
 import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
 import type { TreasuryTxEvent } from "./treasuryTx.js"
+import type { DeliveryEvent } from "./webhookDelivery.js"
 import type { WithdrawalEvent } from "./withdrawal.js"
 
 /** Every persisted machine kind and the events it takes. */
@@ -20,9 +21,10 @@ export interface MachineEvents {
   readonly treasury: TreasuryTxEvent
   readonly withdrawal: WithdrawalEvent
   readonly dispute: DisputeEvent
+  readonly webhookDelivery: DeliveryEvent
 }
 export type MachineKind = keyof MachineEvents
-const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute"]
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery"]
 const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
 
 /** What a delivery did (none when the actor does not exist). */

@@ -17,6 +17,9 @@ import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
 import { Disputes } from "../services/disputes/Disputes.js"
+import { DeliveryMachine } from "../services/webhooks/deliverySpec.js"
+import { Dispatcher, WebhooksWorkerLive } from "../services/webhooks/Dispatcher.js"
+import { DeliveryLog } from "../services/webhooks/DeliveryLog.js"
 import { Subscriptions } from "../services/webhooks/Subscriptions.js"
 import { Circuits } from "../services/circuits/Circuits.js"
 import { Discovery } from "../services/discovery/Discovery.js"
@@ -61,7 +64,8 @@ const WorkersLive = Layer.unwrapEffect(
         CallbacksWorkerLive,
         HealthProbesLive,
         RateLimitPruneLive,
-        UsedSignaturesPruneLive
+        UsedSignaturesPruneLive,
+        WebhooksWorkerLive
       )
       : Layer.empty)
 )
@@ -78,7 +82,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = MachineRunnersLive.pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default))
 )
 
 /**
@@ -93,6 +97,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Withdrawals.Default,
         Disputes.Default,
         Subscriptions.Default,
+        DeliveryLog.Default,
+        Dispatcher.Default,
         ClientIds.Default,
         History.Default,
         Executions.Default,

@@ -7,6 +7,7 @@ import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
+import { DeliveryMachine } from "../services/webhooks/deliverySpec.js"
 import { WithdrawalMachine } from "../services/withdrawals/withdrawalSpec.js"
 
 export const MachineRunnersLive = Layer.effect(
@@ -19,7 +20,8 @@ export const MachineRunnersLive = Layer.effect(
       circuit: runner(sql, "circuit", (yield* CircuitMachine).spec),
       treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec),
       withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec),
-      dispute: runner(sql, "dispute", (yield* DisputeMachine).spec)
+      dispute: runner(sql, "dispute", (yield* DisputeMachine).spec),
+      webhookDelivery: runner(sql, "webhookDelivery", (yield* DeliveryMachine).spec)
     }
     return runners
   })

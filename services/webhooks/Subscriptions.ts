@@ -126,7 +126,10 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
         return Effect.as(repo.update(id, { secretEncrypted: secrets.encrypt(secret) }, at), { id, secret })
       })
 
-    return { create, list, update, remove, rotate } as const
+    /** The subscription, for its owner only (signature verified and consumed): reads of its deliveries and dead letters. */
+    const authorized = (id: string, auth: WalletAuthHeaders) => change(id, auth, (row) => Effect.succeed(row))
+
+    return { create, list, update, remove, rotate, authorized } as const
   }),
   dependencies: [WebhooksRepo.Default, WebhookSecrets.Default, Agents.Default, UrlGuard.Default]
 }) {}

@@ -45,6 +45,7 @@ export const ErrorCodes = {
   DISPUTE_ALREADY_RESPONDED: { status: 409, meaning: "The agent already responded to this dispute; more material goes in as evidence." },
   EVIDENCE_LIMIT_REACHED: { status: 409, meaning: "Each party may submit at most 10 evidence items per dispute." },
   WEBHOOK_LIMIT_REACHED: { status: 409, meaning: "An agent may have at most 5 webhooks." },
+  DELIVERY_ALREADY_REQUEUED: { status: 409, meaning: "This dead-letter entry was already requeued (details.requeuedAt)." },
   RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
@@ -137,7 +138,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
     "DISPUTE_ALREADY_RESPONDED",
     "EVIDENCE_LIMIT_REACHED",
     "RATING_NOT_ALLOWED",
-    "WEBHOOK_LIMIT_REACHED"
+    "WEBHOOK_LIMIT_REACHED",
+    "DELIVERY_ALREADY_REQUEUED"
   )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)

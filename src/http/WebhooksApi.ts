@@ -3,7 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ConflictResponse, ForbiddenResponse, UnauthorizedResponse } from "../domain/Errors.js"
 import { AgentId } from "../domain/Ids.js"
-import { CreateWebhookRequest, UpdateWebhookRequest, WebhookCreated, WebhookPath, WebhookSubscription } from "../domain/Webhook.js"
+import { CreateWebhookRequest, DeadLetterList, DeliveryList, DeliveryLogs, UpdateWebhookRequest, WebhookCreated, WebhookPath, WebhookSubscription } from "../domain/Webhook.js"
+import { PageQuery } from "../domain/Withdrawal.js"
 import { WalletSignatureHeaders } from "./AgentsApi.js"
 import { ok } from "./Envelope.js"
 
@@ -43,6 +44,36 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .setHeaders(WalletSignatureHeaders)
       .addSuccess(ok(Schema.Struct({ id: Schema.String, secret: Schema.String, message: Schema.String })))
       .annotate(OpenApi.Summary, "A new signing secret, shown once; the old one stops at once")
+  )
+  .add(
+    HttpApiEndpoint.get("deliveries", "/:id/deliveries")
+      .setPath(WebhookPath)
+      .setUrlParams(PageQuery)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(DeliveryList))
+      .annotate(OpenApi.Summary, "The webhook's deliveries, newest first")
+  )
+  .add(
+    HttpApiEndpoint.get("logs", "/:id/deliveries/:deliveryId/logs")
+      .setPath(Schema.Struct({ ...WebhookPath.fields, deliveryId: Schema.String.pipe(Schema.maxLength(80)) }))
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(DeliveryLogs))
+      .annotate(OpenApi.Summary, "One delivery with every attempt (status, body excerpt, error, time)")
+  )
+  .add(
+    HttpApiEndpoint.get("deadLetters", "/:id/dead-letter")
+      .setPath(WebhookPath)
+      .setUrlParams(PageQuery)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(DeadLetterList))
+      .annotate(OpenApi.Summary, "Deliveries that failed 5 attempts")
+  )
+  .add(
+    HttpApiEndpoint.post("requeue", "/:id/dead-letter/:dlqId/requeue")
+      .setPath(Schema.Struct({ ...WebhookPath.fields, dlqId: Schema.String.pipe(Schema.maxLength(80)) }))
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ message: Schema.String, newDeliveryId: Schema.String, originalDlqId: Schema.String })))
+      .annotate(OpenApi.Summary, "Send a dead-lettered delivery again (a new delivery, same event and body)")
   )
   .addError(UnauthorizedResponse)
   .addError(ForbiddenResponse)

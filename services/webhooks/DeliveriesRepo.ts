@@ -1,0 +1,107 @@
+// Webhook deliveries in PostgreSQL: rows with their machine snapshot, attempts, dead letters, the due-delivery lease.
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { newId } from "../../src/domain/Ids.js"
+
+export const DeliveryRow = Schema.Struct({
+  id: Schema.String,
+  subscriptionId: Schema.String,
+  eventId: Schema.String,
+  eventType: Schema.String,
+  body: Schema.String,
+  status: Schema.Literal("pending", "delivered", "dead"),
+  machineSnapshot: Schema.Unknown,
+  attemptCount: Schema.Number,
+  responseStatus: Schema.NullOr(Schema.Number),
+  requeuedFrom: Schema.NullOr(Schema.String),
+  deliveredAt: Schema.NullOr(Schema.DateFromSelf),
+  createdAt: Schema.DateFromSelf
+})
+export type DeliveryRow = typeof DeliveryRow.Type
+
+export const AttemptRow = Schema.Struct({
+  id: Schema.String,
+  attemptNumber: Schema.Number,
+  responseStatus: Schema.NullOr(Schema.Number),
+  responseBody: Schema.NullOr(Schema.String),
+  errorMessage: Schema.NullOr(Schema.String),
+  responseTimeMs: Schema.Number,
+  createdAt: Schema.DateFromSelf
+})
+export const DeadLetterRow = Schema.Struct({
+  id: Schema.String,
+  deliveryId: Schema.String,
+  eventType: Schema.String,
+  lastAttemptAt: Schema.DateFromSelf,
+  totalAttempts: Schema.Number,
+  lastError: Schema.NullOr(Schema.String),
+  requeuedAt: Schema.NullOr(Schema.DateFromSelf),
+  createdAt: Schema.DateFromSelf
+})
+
+const decoder = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknown(Schema.Array(schema))
+  return <E, R>(q: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(q, (r) => Effect.orDie(decode(r)))
+}
+const deliveries = decoder(DeliveryRow)
+const attempts = decoder(AttemptRow)
+const deadLetters = decoder(DeadLetterRow)
+
+export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/DeliveriesRepo", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const find = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id}`), (r) => Option.fromNullable(r[0]))
+    const lock = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
+
+    const insert = (row: { readonly subscriptionId: string; readonly eventId: string; readonly eventType: string; readonly body: string; readonly snapshot: unknown; readonly at: Date; readonly requeuedFrom?: string }) =>
+      Effect.gen(function* () {
+        const id = newId("del")
+        const inserted = yield* sql`INSERT INTO webhook_deliveries ${sql.insert({
+          id,
+          subscriptionId: row.subscriptionId,
+          eventId: row.eventId,
+          eventType: row.eventType,
+          body: row.body,
+          status: "pending",
+          machineSnapshot: JSON.stringify(row.snapshot),
+          nextAttemptAt: row.at,
+          requeuedFrom: row.requeuedFrom ?? null,
+          createdAt: row.at
+        })} ON CONFLICT DO NOTHING RETURNING id`
+        return inserted.length === 0 ? Option.none<string>() : Option.some(id)
+      })
+
+    /** Claims due deliveries for `leaseMs` (several processes never post the same attempt at once). */
+    const claimDue = (now: number, leaseMs: number, limit: number) =>
+      deliveries(sql`
+        UPDATE webhook_deliveries SET next_attempt_at = ${new Date(now + leaseMs)}
+        WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ${new Date(now)}
+                     ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        RETURNING *`)
+
+    const addAttempt = (a: { readonly deliveryId: string; readonly attemptNumber: number; readonly responseStatus: number | null; readonly responseBody: string | null; readonly errorMessage: string | null; readonly responseTimeMs: number; readonly at: Date }) =>
+      sql`INSERT INTO webhook_attempts ${sql.insert({
+        id: newId("att"),
+        deliveryId: a.deliveryId,
+        attemptNumber: a.attemptNumber,
+        responseStatus: a.responseStatus,
+        responseBody: a.responseBody,
+        errorMessage: a.errorMessage,
+        responseTimeMs: a.responseTimeMs,
+        createdAt: a.at
+      })} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`.pipe(Effect.asVoid)
+
+    const bySubscription = (subscriptionId: string, limit: number, offset: number) =>
+      deliveries(sql`SELECT * FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`)
+    const attemptsOf = (deliveryId: string) => attempts(sql`SELECT * FROM webhook_attempts WHERE delivery_id = ${deliveryId} ORDER BY attempt_number`)
+    const deadLettersOf = (subscriptionId: string, limit: number, offset: number) =>
+      Effect.all({
+        rows: deadLetters(sql`SELECT * FROM webhook_dead_letters WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`),
+        total: Effect.map(sql<{ n: number }>`SELECT COUNT(*)::int AS n FROM webhook_dead_letters WHERE subscription_id = ${subscriptionId}`, (r) => r[0]?.n ?? 0)
+      })
+    const lockDeadLetter = (id: string) =>
+      Effect.map(deadLetters(sql`SELECT * FROM webhook_dead_letters WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
+
+    return { find, lock, insert, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
+  })
+}) {}

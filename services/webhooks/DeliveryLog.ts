@@ -1,0 +1,66 @@
+// What the owner sees of its webhook's deliveries: the list, one delivery's attempts, the dead-letter queue, and requeue
+// (a new delivery of the same event, same body; the entry gets requeued_at, once).
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect, Option } from "effect"
+import { startMachine } from "../../machines/step.js"
+import { deliveryMachine } from "../../machines/webhookDelivery.js"
+import { Conflict, NotFound } from "../../src/domain/Errors.js"
+import type { WalletAuthHeaders } from "../agents/WalletAuth.js"
+import { DeliveriesRepo } from "./DeliveriesRepo.js"
+import { Subscriptions } from "./Subscriptions.js"
+
+export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/DeliveryLog", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* DeliveriesRepo
+    const subscriptions = yield* Subscriptions
+
+    const deliveries = (id: string, auth: WalletAuthHeaders, limit: number, offset: number) =>
+      Effect.zipRight(subscriptions.authorized(id, auth), repo.bySubscription(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const logs = (id: string, deliveryId: string, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        yield* subscriptions.authorized(id, auth)
+        const delivery = yield* repo.find(deliveryId)
+        if (Option.isNone(delivery) || delivery.value.subscriptionId !== id) {
+          return yield* new NotFound({ code: "NOT_FOUND", message: `no delivery ${deliveryId} for webhook ${id}` })
+        }
+        return { delivery: delivery.value, attempts: yield* repo.attemptsOf(deliveryId) }
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const deadLetters = (id: string, auth: WalletAuthHeaders, limit: number, offset: number) =>
+      Effect.zipRight(subscriptions.authorized(id, auth), repo.deadLettersOf(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    const requeue = (id: string, dlqId: string, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        yield* subscriptions.authorized(id, auth)
+        const now = yield* Clock.currentTimeMillis
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const entry = yield* repo.lockDeadLetter(dlqId)
+            const original = Option.isSome(entry) ? yield* repo.find(entry.value.deliveryId) : Option.none()
+            if (Option.isNone(entry) || Option.isNone(original) || original.value.subscriptionId !== id) {
+              return yield* new NotFound({ code: "NOT_FOUND", message: `no dead-letter entry ${dlqId} for webhook ${id}` })
+            }
+            if (entry.value.requeuedAt !== null) {
+              return yield* new Conflict({ code: "DELIVERY_ALREADY_REQUEUED", message: "this entry was already requeued", details: { requeuedAt: entry.value.requeuedAt.toISOString() } })
+            }
+            const created = yield* repo.insert({
+              subscriptionId: id,
+              eventId: original.value.eventId,
+              eventType: original.value.eventType,
+              body: original.value.body,
+              snapshot: startMachine(deliveryMachine, {}).persisted,
+              at: new Date(now),
+              requeuedFrom: original.value.id
+            })
+            yield* sql`UPDATE webhook_dead_letters SET requeued_at = ${new Date(now)} WHERE id = ${dlqId}`
+            return { message: "Requeued: a new delivery of the same event is on its way.", newDeliveryId: Option.getOrThrow(created), originalDlqId: dlqId }
+          })
+        )
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    return { deliveries, logs, deadLetters, requeue } as const
+  }),
+  dependencies: [DeliveriesRepo.Default, Subscriptions.Default]
+}) {}

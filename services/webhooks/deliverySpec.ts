@@ -1,0 +1,58 @@
+// How the host runs a webhook delivery's machine: the subscription's failure count (disabled after 10 in a row), the
+// dead-letter entry, and the retry time saved with the snapshot (the sender's lease column is the machine's timer).
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { MachineSpec } from "../../machines/Host.js"
+import { isPersistedSnapshot, startMachine } from "../../machines/step.js"
+import { deliveryMachine } from "../../machines/webhookDelivery.js"
+import { newId } from "../../src/domain/Ids.js"
+import { type DeliveryRow, DeliveriesRepo } from "./DeliveriesRepo.js"
+
+/** Consecutive failed attempts, across deliveries, after which a subscription is switched off. */
+export const DISABLE_AFTER_FAILURES = 10
+
+export type DeliverySpec = MachineSpec<typeof deliveryMachine, DeliveryRow, "countAttempt" | "planRetry">
+
+export class DeliveryMachine extends Effect.Service<DeliveryMachine>()("webhooks/DeliveryMachine", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const repo = yield* DeliveriesRepo
+    const spec: DeliverySpec = {
+      machine: deliveryMachine,
+      pure: ["countAttempt", "planRetry"],
+      lock: repo.lock,
+      snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : startMachine(deliveryMachine, {}).persisted),
+      actions: {
+        countOutcome: ({ success }, { row, event }) =>
+          success
+            ? sql`UPDATE webhook_subscriptions SET failure_count = 0, last_success = ${new Date(event.at)} WHERE id = ${row.subscriptionId}`.pipe(Effect.asVoid)
+            : sql`UPDATE webhook_subscriptions SET failure_count = failure_count + 1, last_failure = ${new Date(event.at)},
+                  is_active = is_active AND failure_count + 1 < ${DISABLE_AFTER_FAILURES} WHERE id = ${row.subscriptionId}`.pipe(Effect.asVoid),
+        deadLetter: (_, { row, event }) =>
+          sql`INSERT INTO webhook_dead_letters ${sql.insert({
+            id: newId("dlq"),
+            deliveryId: row.id,
+            subscriptionId: row.subscriptionId,
+            eventType: row.eventType,
+            lastAttemptAt: new Date(event.at),
+            totalAttempts: row.attemptCount + 1,
+            lastError: event.type === "ATTEMPT_FAILED" ? event.error.slice(0, 500) : null
+          })}`.pipe(Effect.asVoid)
+      },
+      save: (id, _row, step, event) => {
+        const context = step.snapshot.context
+        return sql`UPDATE webhook_deliveries SET ${sql.update({
+          status: step.state === "delivered" || step.state === "dead" ? step.state : "pending",
+          machineSnapshot: JSON.stringify(step.persisted),
+          attemptCount: context.attempts,
+          responseStatus: event.status,
+          ...(step.state === "pending" && context.nextAttemptAt !== null ? { nextAttemptAt: new Date(context.nextAttemptAt) } : {}),
+          ...(event.type === "DELIVERED" ? { deliveredAt: new Date(event.at) } : {})
+        })} WHERE id = ${id}`.pipe(Effect.asVoid)
+      },
+      timerEvent: () => Option.none()
+    }
+    return { spec } as const
+  }),
+  dependencies: [DeliveriesRepo.Default]
+}) {}

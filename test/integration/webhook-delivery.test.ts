@@ -1,0 +1,157 @@
+// Webhook delivery end to end: events from a paid call reach a real receiver on loopback, signed the spec's way and the
+// Standard Webhooks way (verified here by independent code); retries at 1 s, 2 s, 4 s and 5 min (TestClock); the 5th
+// failure dead-letters; requeue delivers again; 10 consecutive failures switch the subscription off.
+import { expect, layer } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import { createHmac, timingSafeEqual } from "node:crypto"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
+import { fakeAgent } from "../support/agents.js"
+import { call, devAccount, walletAuth } from "../support/clients.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { execute, registerAgent } from "../support/scenario.js"
+
+const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
+
+/** Signed at the service's (test) clock, which these tests move hours ahead; never the same millisecond twice. */
+let signedAt = 0
+const signedNow = (owner: ReturnType<typeof devAccount>, agentId: string) =>
+  Effect.flatMap(TestClock.currentTimeMillis, (now) => {
+    signedAt = signedAt >= now && signedAt < now + 1_000 ? signedAt + 1 : now
+    const timestamp = signedAt
+    return Effect.promise(() => walletAuth(owner, agentId, { timestamp }))
+  })
+
+interface Received {
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+
+/** A receiver on loopback that answers `answer` in turn (the last one from then on); closed with the test's scope. */
+const receiver = (statuses: Array<number>) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly received: Array<Received>; readonly answer: Array<number>; readonly server: http.Server }>((resume) => {
+      const received: Array<Received> = []
+      const answer = [...statuses]
+      const server = http.createServer((req, res) => {
+        let body = ""
+        req.on("data", (c: Buffer) => (body += c.toString("utf8")))
+        req.on("end", () => {
+          received.push({ headers: req.headers, body })
+          const status = (answer.length > 1 ? answer.shift() : answer[0]) ?? 200
+          res.writeHead(status, { "content-type": "text/plain" }).end(status < 300 ? "ok" : "receiver down")
+        })
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, received, answer, server })))
+    }),
+    ({ server }) => Effect.sync(() => server.close())
+  )
+
+const api = (path: string, init: { method?: string; json?: unknown; headers?: Record<string, string> } = {}) =>
+  Effect.flatMap(TestEnv, ({ baseUrl }) =>
+    Effect.promise(() =>
+      call(`${baseUrl}${path}`, { method: init.method ?? (init.json === undefined ? "GET" : "POST"), ...(init.json === undefined ? {} : { json: init.json }), headers: init.headers ?? {} })))
+
+/** What a receiver does with the secret: both signatures checked with constant-time comparisons. */
+const verify = (secret: string, r: Received) => {
+  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64")
+  const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
+  const spec = `sha256=${createHmac("sha256", key).update(r.body).digest("hex")}`
+  const id = String(r.headers["webhook-id"])
+  const ts = String(r.headers["webhook-timestamp"])
+  const standard = `v1,${createHmac("sha256", key).update(`${id}.${ts}.${r.body}`).digest("base64")}`
+  return same(String(r.headers["x-webhook-signature"]), spec) && same(String(r.headers["webhook-signature"]), standard)
+}
+
+layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
+  it.scoped("signed deliveries retried at 1 s, 2 s, 4 s and 5 min until the receiver answers 2xx; every attempt logged", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const owner = devAccount(1)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver([500, 503, 500, 502, 200])
+      const created = yield* api("/api/v1/webhooks", { json: { agentId, url: hook.url, events: ["execution.completed"] }, headers: yield* Effect.promise(() => walletAuth(owner, agentId)) })
+      const { id, secret } = created.body.data
+      const paid = yield* execute(devAccount(2), { targetAgentId: agentId, capabilityId: "echo", input: { text: "hook me" } })
+      expect(paid.status).toBe(200)
+
+      expect(yield* dispatcher.dispatchDue).toBeGreaterThan(0)
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(1)
+      for (const wait of [1_000, 2_000, 4_000, 300_000]) {
+        yield* TestClock.adjust(wait - 100)
+        yield* dispatcher.sendDue
+        const before = hook.received.length
+        yield* TestClock.adjust(100)
+        yield* dispatcher.sendDue
+        expect(hook.received.length).toBe(before + 1)
+      }
+      expect(hook.received.map((r) => r.headers["x-webhook-attempt"])).toEqual(["1", "2", "3", "4", "5"])
+      for (const r of hook.received) {
+        expect(verify(secret, r)).toBe(true)
+        expect(r.headers).toMatchObject({ "x-webhook-id": id, "x-webhook-event": "execution.completed", "user-agent": "service-webhooks/1.0", "content-type": "application/json" })
+      }
+      // The same bytes every time, the spec's envelope and data shape.
+      expect(new Set(hook.received.map((r) => r.body)).size).toBe(1)
+      const body = JSON.parse(hook.received[0]!.body)
+      expect(body).toMatchObject({ event: "execution.completed", data: { requestId: paid.body.data.requestId, agentId, capabilityId: "echo", earnings: "0.008500" } })
+      expect(new Date(body.timestamp).toISOString()).toBe(body.timestamp)
+      expect(verify(secret.replace(/.$/, secret.endsWith("A") ? "B" : "A"), hook.received[0]!)).toBe(false)
+
+      const auth = () => signedNow(owner, agentId)
+      const list = yield* api(`/api/v1/webhooks/${id}/deliveries`, { headers: yield* auth() })
+      expect(list.body.data.deliveries).toEqual([expect.objectContaining({ event_type: "execution.completed", status: "delivered", attempt_count: 5, response_status: 200 })])
+      const logs = yield* api(`/api/v1/webhooks/${id}/deliveries/${list.body.data.deliveries[0].id}/logs`, { headers: yield* auth() })
+      expect(logs.body.data.attempts.map((a: { response_status: number }) => a.response_status)).toEqual([500, 503, 500, 502, 200])
+      expect(logs.body.data.attempts[0]).toMatchObject({ attempt_number: 1, response_body: "receiver down", error_message: "the receiver answered 500" })
+      const sub = (yield* api(`/api/v1/webhooks/agent/${agentId}`, { headers: yield* auth() })).body.data.webhooks[0]
+      expect(sub).toMatchObject({ isActive: true, failure_count: 0 })
+      expect(sub.last_success).not.toBeNull()
+    }))
+
+  it.scoped("after 5 failures a delivery is dead-lettered; 10 in a row switch the webhook off; requeue after re-enabling delivers once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const owner = devAccount(3)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver([500])
+      const auth = () => signedNow(owner, agentId)
+      const { id } = (yield* api("/api/v1/webhooks", { json: { agentId, url: hook.url, events: ["execution.completed"] }, headers: yield* auth() })).body.data
+      // Two paid calls (paid now: the test clock then runs 25 minutes ahead of the payments' validity).
+      for (const text of ["one", "two"]) {
+        expect((yield* execute(devAccount(4), { targetAgentId: agentId, capabilityId: "echo", input: { text } })).status).toBe(200)
+      }
+      yield* dispatcher.dispatchDue
+      for (let round = 1; round <= 5; round++) {
+        yield* dispatcher.sendDue
+        expect(hook.received).toHaveLength(2 * round)
+        yield* TestClock.adjust(300_001)
+      }
+      const dead = (yield* api(`/api/v1/webhooks/${id}/dead-letter`, { headers: yield* auth() })).body.data
+      expect(dead.deadLetterQueue).toHaveLength(2)
+      expect(dead.deadLetterQueue[0]).toMatchObject({ event_type: "execution.completed", total_attempts: 5, last_error: "the receiver answered 500", requeued_at: null })
+      expect(dead.pagination).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
+      // 10 failed attempts in a row: the webhook is switched off.
+      const off = (yield* api(`/api/v1/webhooks/agent/${agentId}`, { headers: yield* auth() })).body.data.webhooks[0]
+      expect(off).toMatchObject({ isActive: false, failure_count: 10 })
+
+      hook.answer.splice(0, hook.answer.length, 204)
+      yield* api(`/api/v1/webhooks/${id}`, { method: "PATCH", json: { isActive: true }, headers: yield* auth() })
+      const entry = (yield* api(`/api/v1/webhooks/${id}/dead-letter`, { headers: yield* auth() })).body.data.deadLetterQueue[0]
+      const requeued = yield* api(`/api/v1/webhooks/${id}/dead-letter/${entry.id}/requeue`, { method: "POST", headers: yield* auth() })
+      expect(requeued.body.data).toMatchObject({ originalDlqId: entry.id })
+      expect(requeued.body.data.newDeliveryId).toMatch(/^del_/)
+      const twice = yield* api(`/api/v1/webhooks/${id}/dead-letter/${entry.id}/requeue`, { method: "POST", headers: yield* auth() })
+      expect(twice.body.error?.code).toBe("DELIVERY_ALREADY_REQUEUED")
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(11)
+      expect(hook.received[10]!.headers["webhook-id"]).toBe(requeued.body.data.newDeliveryId)
+      const original = hook.received.find((r) => r.headers["webhook-id"] === entry.delivery_id)
+      expect(hook.received[10]!.body).toBe(original?.body)
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(11)
+    }))
+})
