@@ -7,6 +7,7 @@ import { deliveryMachine } from "../../machines/webhookDelivery.js"
 import { Conflict, NotFound } from "../../src/domain/Errors.js"
 import type { WalletAuthHeaders } from "../agents/WalletAuth.js"
 import { DeliveriesRepo } from "./DeliveriesRepo.js"
+import { Dispatcher } from "./Dispatcher.js"
 import { Subscriptions } from "./Subscriptions.js"
 
 export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/DeliveryLog", {
@@ -14,6 +15,9 @@ export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/Deliver
     const sql = yield* SqlClient.SqlClient
     const repo = yield* DeliveriesRepo
     const subscriptions = yield* Subscriptions
+    const dispatcher = yield* Dispatcher
+
+    const test = (id: string, auth: WalletAuthHeaders) => Effect.flatMap(subscriptions.authorized(id, auth), dispatcher.sendTest)
 
     const deliveries = (id: string, auth: WalletAuthHeaders, limit: number, offset: number) =>
       Effect.zipRight(subscriptions.authorized(id, auth), repo.bySubscription(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -60,7 +64,7 @@ export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/Deliver
         )
       }).pipe(Effect.catchTag("SqlError", Effect.die))
 
-    return { deliveries, logs, deadLetters, requeue } as const
+    return { test, deliveries, logs, deadLetters, requeue } as const
   }),
-  dependencies: [DeliveriesRepo.Default, Subscriptions.Default]
+  dependencies: [DeliveriesRepo.Default, Subscriptions.Default, Dispatcher.Default]
 }) {}

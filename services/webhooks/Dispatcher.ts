@@ -130,7 +130,32 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
       return due.length
     }).pipe(Effect.withSpan("Dispatcher.sendDue"))
 
-    return { dispatchDue, sendDue } as const
+    /** POST /webhooks/:id/test: one signed `webhook.test` post now, not retried and not recorded as a delivery. */
+    const sendTest = (sub: { readonly id: string; readonly agentId: string; readonly url: string; readonly secretEncrypted: string }) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        const body = JSON.stringify({ event: "webhook.test", timestamp: new Date(at).toISOString(), data: { webhookId: sub.id, agentId: sub.agentId, message: "test delivery" } })
+        const probe: DeliveryRow = {
+          id: `del_test_${at.toString(36)}`,
+          subscriptionId: sub.id,
+          eventId: "test",
+          eventType: "webhook.test",
+          body,
+          status: "pending",
+          machineSnapshot: null,
+          attemptCount: 0,
+          responseStatus: null,
+          requeuedFrom: null,
+          deliveredAt: null,
+          createdAt: new Date(at)
+        }
+        const { outcome } = yield* post(probe, sub.url, secrets.decrypt(sub.secretEncrypted))
+        if (outcome._tag === "Left") return { success: false, status: 0, message: `the test delivery failed: ${outcome.left}` }
+        const ok = outcome.right.status >= 200 && outcome.right.status < 300
+        return { success: ok, status: outcome.right.status, message: ok ? "the endpoint answered 2xx" : `the endpoint answered ${outcome.right.status}` }
+      })
+
+    return { dispatchDue, sendDue, sendTest } as const
   }),
   dependencies: [WebhooksRepo.Default, DeliveriesRepo.Default, WebhookSecrets.Default, MachineHost.Default, OutboundPool.Default, UrlGuard.Default]
 }) {}

@@ -46,6 +46,13 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .annotate(OpenApi.Summary, "A new signing secret, shown once; the old one stops at once")
   )
   .add(
+    HttpApiEndpoint.post("test", "/:id/test")
+      .setPath(WebhookPath)
+      .setHeaders(WalletSignatureHeaders)
+      .addSuccess(ok(Schema.Struct({ success: Schema.Boolean, status: Schema.Number, message: Schema.String })))
+      .annotate(OpenApi.Summary, "Send one signed `webhook.test` event now (not retried, not logged as a delivery)")
+  )
+  .add(
     HttpApiEndpoint.get("deliveries", "/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(PageQuery)

@@ -34,6 +34,7 @@ export const WebhooksHttpLive = HttpApiBuilder.group(Api, "webhooks", (handlers)
       .handle("rotateSecret", ({ headers, path }) =>
         Effect.map(subscriptions.rotate(path.id, headers), (rotated) =>
           respond({ ...rotated, message: "Secret rotated. Store it now: it is not shown again; the old secret no longer signs." })))
+      .handle("test", ({ headers, path }) => Effect.map(log.test(path.id, headers), respond))
       .handle("deliveries", ({ headers, path, urlParams }) =>
         Effect.map(log.deliveries(path.id, headers, urlParams.limit ?? 20, urlParams.offset ?? 0), (rows) =>
           respond({

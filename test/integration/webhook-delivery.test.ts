@@ -106,6 +106,11 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       const logs = yield* api(`/api/v1/webhooks/${id}/deliveries/${list.body.data.deliveries[0].id}/logs`, { headers: yield* auth() })
       expect(logs.body.data.attempts.map((a: { response_status: number }) => a.response_status)).toEqual([500, 503, 500, 502, 200])
       expect(logs.body.data.attempts[0]).toMatchObject({ attempt_number: 1, response_body: "receiver down", error_message: "the receiver answered 500" })
+      // The test endpoint: one signed post now, answered with the receiver's status.
+      const tested = yield* api(`/api/v1/webhooks/${id}/test`, { method: "POST", headers: yield* auth() })
+      expect(tested.body.data).toEqual({ success: true, status: 200, message: "the endpoint answered 2xx" })
+      expect(verify(secret, hook.received[5]!)).toBe(true)
+      expect(JSON.parse(hook.received[5]!.body)).toMatchObject({ event: "webhook.test", data: { webhookId: id } })
       const sub = (yield* api(`/api/v1/webhooks/agent/${agentId}`, { headers: yield* auth() })).body.data.webhooks[0]
       expect(sub).toMatchObject({ isActive: true, failure_count: 0 })
       expect(sub.last_success).not.toBeNull()
