@@ -159,4 +159,26 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       yield* dispatcher.sendDue
       expect(hook.received).toHaveLength(11)
     }))
+
+  it.scoped("concurrent dispatchers and senders (as several processes would run them) deliver each event to each webhook once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const owner = devAccount(5)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver([200])
+      for (let i = 0; i < 3; i++) {
+        const created = yield* api("/api/v1/webhooks", { json: { agentId, url: `${hook.url}?n=${i}`, events: ["execution.completed", "escrow.released"] }, headers: yield* signedNow(owner, agentId) })
+        expect(created.status).toBe(201)
+      }
+      for (const text of ["a", "b"]) expect((yield* execute(devAccount(6), { targetAgentId: agentId, capabilityId: "echo", input: { text } })).status).toBe(200)
+      yield* Effect.all([dispatcher.dispatchDue, dispatcher.dispatchDue, dispatcher.dispatchDue], { concurrency: "unbounded" })
+      yield* Effect.all([dispatcher.sendDue, dispatcher.sendDue, dispatcher.sendDue, dispatcher.sendDue], { concurrency: "unbounded" })
+      yield* dispatcher.sendDue
+      // 2 calls × 2 subscribed events × 3 webhooks, each exactly once.
+      const keys = hook.received.map((r) => `${r.headers["x-webhook-id"]}:${JSON.parse(r.body).event}:${JSON.parse(r.body).data.transactionId ?? JSON.parse(r.body).data.requestId}`)
+      expect(hook.received).toHaveLength(12)
+      expect(new Set(keys).size).toBe(12)
+      expect(new Set(hook.received.map((r) => r.headers["webhook-id"])).size).toBe(12)
+    }))
 })
