@@ -6,6 +6,7 @@ import { Effect, TestClock } from "effect"
 import { createHmac, timingSafeEqual } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { Webhook } from "standardwebhooks"
 import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, walletAuth } from "../support/clients.js"
@@ -99,6 +100,12 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       expect(body).toMatchObject({ event: "execution.completed", data: { requestId: paid.body.data.requestId, agentId, capabilityId: "echo", earnings: "0.008500" } })
       expect(new Date(body.timestamp).toISOString()).toBe(body.timestamp)
       expect(verify(secret.replace(/.$/, secret.endsWith("A") ? "B" : "A"), hook.received[0]!)).toBe(false)
+      // The unmodified `standardwebhooks` package verifies the first attempt (sent at the real time: it checks the
+      // timestamp against its own clock) and refuses a changed body.
+      const first = hook.received[0]!
+      const standardHeaders = { "webhook-id": String(first.headers["webhook-id"]), "webhook-timestamp": String(first.headers["webhook-timestamp"]), "webhook-signature": String(first.headers["webhook-signature"]) }
+      expect(new Webhook(secret).verify(first.body, standardHeaders)).toMatchObject({ event: "execution.completed" })
+      expect(() => new Webhook(secret).verify(first.body.replace("0.008500", "9.008500"), standardHeaders)).toThrow()
 
       const auth = () => signedNow(owner, agentId)
       const list = yield* api(`/api/v1/webhooks/${id}/deliveries`, { headers: yield* auth() })
