@@ -188,4 +188,28 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       expect(new Set(keys).size).toBe(12)
       expect(new Set(hook.received.map((r) => r.headers["webhook-id"])).size).toBe(12)
     }))
+
+  it.scoped("a process that claimed a delivery and died before posting: after its lease another pass delivers it, once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const { sql } = yield* TestEnv
+      const owner = devAccount(7)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver([200])
+      yield* api("/api/v1/webhooks", { json: { agentId, url: hook.url, events: ["execution.completed"] }, headers: yield* signedNow(owner, agentId) })
+      expect((yield* execute(devAccount(8), { targetAgentId: agentId, capabilityId: "echo", input: { text: "crash" } })).status).toBe(200)
+      yield* dispatcher.dispatchDue
+      // The "dead" process: it leased the delivery (as sendDue does) and never posted or recorded anything.
+      const now = yield* TestClock.currentTimeMillis
+      const leased = yield* sql`UPDATE webhook_deliveries SET next_attempt_at = ${new Date(now + 15_000)} WHERE status = 'pending' RETURNING id`
+      expect(leased).toHaveLength(1)
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(0)
+      yield* TestClock.adjust(15_001)
+      yield* dispatcher.sendDue
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(1)
+      expect(hook.received[0]!.headers["x-webhook-attempt"]).toBe("1")
+    }))
 })
