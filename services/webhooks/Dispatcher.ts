@@ -11,7 +11,7 @@ import { MachineHost } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
 import { deliveryMachine } from "../../machines/webhookDelivery.js"
 import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
-import { matches } from "./events.js"
+import { matches, WEBHOOK_EVENTS } from "./events.js"
 import { WebhooksRepo } from "./Repo.js"
 import { WebhookSecrets } from "./Secrets.js"
 import { deliveryHeaders } from "./signing.js"
@@ -42,7 +42,8 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
         const snapshot = startMachine(deliveryMachine, {}).persisted
         const byAgent = new Map<string, ReadonlyArray<{ readonly id: string; readonly events: ReadonlyArray<string>; readonly isActive: boolean }>>()
         for (const event of events) {
-          if (event.agentId === null) continue
+          // Only the spec's events are delivered (internal ones such as agent.updated stay in the outbox).
+          if (event.agentId === null || !WEBHOOK_EVENTS.some((e) => e === event.eventType)) continue
           const subs = byAgent.get(event.agentId) ?? (yield* subscriptions.byAgent(event.agentId))
           byAgent.set(event.agentId, subs)
           const body = JSON.stringify({ event: event.eventType, timestamp: event.createdAt.toISOString(), data: event.payload })

@@ -11,7 +11,10 @@ import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
-import { execute, registerAgent } from "../support/scenario.js"
+import { echoCapability, execute, registerAgent } from "../support/scenario.js"
+import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
+import { WEBHOOK_EVENTS } from "../../services/webhooks/events.js"
+import { OPERATOR_TOKEN } from "../support/harness.js"
 
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
@@ -212,4 +215,48 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       expect(hook.received).toHaveLength(1)
       expect(hook.received[0]!.headers["x-webhook-attempt"]).toBe("1")
     }))
+
+  it.scoped("every non-chain event of the spec reaches a `*` webhook from the operation it describes, and nothing else does", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const treasury = yield* TreasuryWorker
+      const owner = devAccount(9)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, {
+        tier: "premium",
+        capabilities: [echoCapability({ pricing: { model: "per-request", basePrice: "2.00", currency: "USDC" } })]
+      })
+      const failing = devAccount(2)
+      const failingId = yield* registerAgent(failing, (yield* fakeAgent({ kind: "json", status: 500, body: { error: "down" } })).url, { tier: "premium" })
+      const hook = yield* receiver([200])
+      yield* api("/api/v1/webhooks", { json: { agentId, url: hook.url }, headers: yield* signedNow(owner, agentId) })
+      yield* api("/api/v1/webhooks", { json: { agentId: failingId, url: hook.url }, headers: yield* signedNow(failing, failingId) })
+
+      const paid = yield* execute(devAccount(6), { targetAgentId: agentId, capabilityId: "echo", input: { text: "all events" } }) // payment.received, execution.completed, escrow.released
+      expect(paid.status).toBe(200)
+      expect((yield* execute(devAccount(6), { targetAgentId: failingId, capabilityId: "echo", input: { text: "x" } })).status).toBe(502) // execution.failed
+      const opened = yield* api("/api/v1/disputes", { json: { transactionId: paid.body.data.requestId, reason: "quality" }, headers: { "X-Client-Id": paid.headers.get("x-client-id") ?? "" } }) // escrow.disputed, dispute.opened
+      expect(opened.status).toBe(201)
+      yield* api(`/api/v1/operator/disputes/${opened.body.data.disputeId}/resolve`, { json: { resolution: "resolved_agent" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }) // dispute.resolved
+      const withdrawn = yield* api("/api/v1/payments/withdraw", { json: { agentId, amount: "1.00" }, headers: yield* signedNow(owner, agentId) })
+      expect(withdrawn.status).toBe(202)
+      yield* treasury.processDue // withdrawal.completed
+
+      yield* dispatcher.dispatchDue
+      yield* dispatcher.sendDue
+      const types = new Set(hook.received.map((r) => JSON.parse(r.body).event as string))
+      expect([...types].sort()).toEqual([
+        "dispute.opened",
+        "dispute.resolved",
+        "escrow.disputed",
+        "escrow.released",
+        "execution.completed",
+        "execution.failed",
+        "payment.received",
+        "withdrawal.completed"
+      ])
+      for (const t of types) expect(WEBHOOK_EVENTS).toContain(t)
+      const resolved = hook.received.map((r) => JSON.parse(r.body)).find((b) => b.event === "dispute.resolved")
+      expect(resolved.data).toMatchObject({ disputeId: opened.body.data.disputeId, resolution: "resolved_agent", reputationDelta: 2 })
+    }), { timeout: 60_000 })
 })
