@@ -6,7 +6,9 @@ import { Effect, TestClock } from "effect"
 import { randomBytes } from "node:crypto"
 import { privateKeyToAccount } from "viem/accounts"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
-import { call, devAccount, usdcBalance, walletAuth } from "../support/clients.js"
+import { encodeAbiParameters, keccak256, pad, toHex } from "viem"
+import { inject } from "vitest"
+import { call, devAccount, publicClient, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, echoCapability, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
@@ -42,6 +44,37 @@ const withdraw = (owner: ReturnType<typeof devAccount>, agentId: string, body: R
 const get = (path: string) => Effect.flatMap(TestEnv, ({ baseUrl }) => Effect.promise(() => call(`${baseUrl}${path}`)))
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" }))("withdrawals", (it) => {
+  it.scoped("a payout that reverts (the treasury short of USDC) fails the withdrawal and gives the whole amount back to available", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { agentId, owner } = yield* earningAgent(7, 1)
+      const available = (yield* balanceOf(agentId)).body.data.available as string
+      // Empty the treasury's USDC in the token's storage (balanceOf is slot 1; `owner` is immutable, totalSupply slot 0)
+      // so the payout transaction is mined and reverts; the treasury's nonces are untouched.
+      const client = publicClient()
+      const usdc = inject("usdcAddress")
+      const slot = keccak256(encodeAbiParameters([{ type: "address" }, { type: "uint256" }], [TREASURY, 1n]))
+      const held = yield* Effect.promise(() => usdcBalance(TREASURY))
+      expect(BigInt((yield* Effect.promise(() => client.getStorageAt({ address: usdc, slot }))) ?? "0x0")).toBe(held)
+      const setBalance = (value: bigint) =>
+        Effect.promise(() => client.request({ method: "anvil_setStorageAt" as never, params: [usdc, slot, pad(toHex(value))] as never }))
+      yield* setBalance(0n)
+
+      const accepted = yield* withdraw(owner, agentId, { amount: "1.20" })
+      expect(accepted.status).toBe(202)
+      const id: string = accepted.body.data.withdrawalId
+      const worker = yield* TreasuryWorker
+      yield* worker.processDue
+      yield* setBalance(held)
+
+      const failed = (yield* get(`/api/v1/payments/withdrawal/${id}`)).body.data
+      expect(failed).toMatchObject({ id, status: "failed", tx_hash: null })
+      expect((yield* balanceOf(agentId)).body.data).toMatchObject({ available, totalWithdrawn: "0.000000" })
+      const { sql } = yield* TestEnv
+      const events = yield* sql<{ eventType: string }>`SELECT event_type FROM outbox_events WHERE payload->>'withdrawalId' = ${id} ORDER BY created_at`
+      expect(events.map((e) => e.eventType)).toEqual(["withdrawal.requested", "withdrawal.failed"])
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
   it.scoped("a withdrawal is paid on chain to the destination, net of the fee, and booked once", () =>
     Effect.gen(function* () {
       yield* realNow
