@@ -204,7 +204,7 @@ const main = async () => {
     "",
     `Written by \`npm run bench:startup\` (bench/startup.ts) on ${new Date().toISOString().slice(0, 10)}: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}; load average ${loadStart} at the start of the run and ${loadEnd} at its end (other work shares the machine: wall times grow with it, CPU times much less). ` +
     `Time from spawning \`${script}\` to the first \`/health\` that answers \`ok\` (polled every 20 ms), ${RUNS} runs each, in ms. ` +
-    "*Existing*: a DATA_DIR from an earlier run (PostgreSQL cluster and devnet state present); *fresh*: an empty DATA_DIR (initdb, deploy and mint).",
+    "*Existing*: a DATA_DIR from an earlier run (PostgreSQL cluster and devnet state present); *fresh*: an empty DATA_DIR (template cluster copied, deploy and mint).",
     "",
     "| | median | range | runs |",
     "|---|---|---|---|",
@@ -219,7 +219,7 @@ const main = async () => {
     "| part | median | range | runs |",
     "|---|---|---|---|",
     row("load the code (process start to exit on a refused configuration)", stats(load)),
-    row("embedded PostgreSQL, fresh (initdb + start + create database)", stats(parts.pgFresh)),
+    row("embedded PostgreSQL, fresh (template copy + start + new password + create database)", stats(parts.pgFresh)),
     row("embedded PostgreSQL, existing cluster (start)", stats(parts.pgExisting)),
     row("devnet, fresh (anvil + deploy TestUSDC + 9 mints + state saved)", stats(parts.devnetFresh)),
     row("devnet, existing state (anvil loads it)", stats(parts.devnetExisting)),

@@ -8,6 +8,7 @@ import * as net from "node:net"
 import * as path from "node:path"
 import pg from "pg"
 import { type PgPlacement, placePostgres } from "./pgAccess.js"
+import { createCluster } from "./pgInit.js"
 import { EmbeddedPostgresError } from "./pgErrors.js"
 import { clearStaleServer } from "./pgStale.js"
 
@@ -45,38 +46,6 @@ export const freePort = (): Promise<number> =>
 const START_TIMEOUT_MS = 30_000
 const STOP_TIMEOUT_MS = 10_000
 const LOG_LINES = 50
-
-/** Runs a binary to completion as the placement's user; rejects with its output. */
-const run = (placement: PgPlacement, bin: string, args: ReadonlyArray<string>) =>
-  new Promise<void>((resolve, reject) => {
-    const child = spawn(path.join(placement.binDir, bin), args, { ...placement.ids, env: { ...process.env, LC_ALL: "C" }, stdio: ["ignore", "pipe", "pipe"] })
-    let output = ""
-    child.stdout.on("data", (chunk: Buffer) => (output = (output + chunk.toString("utf8")).slice(-4_000)))
-    child.stderr.on("data", (chunk: Buffer) => (output = (output + chunk.toString("utf8")).slice(-4_000)))
-    child.on("error", (error) => reject(new EmbeddedPostgresError(`${bin} could not be started: ${error.message}`)))
-    child.on("close", (code) => (code === 0 ? resolve() : reject(new EmbeddedPostgresError(`${bin} failed (exit ${code}): ${output.trim()}`))))
-  })
-
-const initialise = async (placement: PgPlacement, dataDir: string, password: string) => {
-  await fs.mkdir(dataDir, { recursive: true, mode: 0o700 })
-  if (placement.ids !== undefined) await fs.chown(dataDir, placement.ids.uid, placement.ids.gid)
-  // The password file must be readable by initdb's user; it lives beside the cluster, never in a shared directory.
-  const pwfile = path.join(dataDir, "..", `.${path.basename(dataDir)}.pwfile`)
-  await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600 })
-  if (placement.ids !== undefined) await fs.chown(pwfile, placement.ids.uid, placement.ids.gid)
-  try {
-    await run(placement, "initdb", [
-      `--pgdata=${dataDir}`,
-      "--auth=scram-sha-256",
-      "--username=postgres",
-      `--pwfile=${pwfile}`,
-      "--encoding=UTF8",
-      "--locale=C"
-    ])
-  } finally {
-    await fs.rm(pwfile, { force: true })
-  }
-}
 
 /** Spawns the server and resolves once it accepts connections (or rejects with its last log lines). */
 const launch = (placement: PgPlacement, dataDir: string, port: number, flags: ReadonlyArray<string>, onLog?: (line: string) => void) =>
@@ -124,11 +93,14 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   const passwordFile = `${dataDir}.password`
   const initialised = await fs.access(path.join(dataDir, "PG_VERSION")).then(() => true, () => false)
   let password = await fs.readFile(passwordFile, "utf8").then((s) => s.trim(), () => undefined)
+  /** A cluster copied from the template still has the template's password: replaced once the server runs. */
+  let ownPassword: string | undefined
   if (!initialised || password === undefined) {
-    password = randomBytes(18).toString("base64url")
-    await fs.rm(dataDir, { recursive: true, force: true })
-    await fs.writeFile(passwordFile, password, { mode: 0o600 })
-    await initialise(placement, dataDir, password)
+    await fs.rm(passwordFile, { force: true })
+    const created = await createCluster(placement, dataDir)
+    password = created.password
+    if (created.shared) ownPassword = randomBytes(18).toString("base64url")
+    else await fs.writeFile(passwordFile, password, { mode: 0o600 })
   } else {
     await clearStaleServer(dataDir)
   }
@@ -157,6 +129,12 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   const admin = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database: "postgres" })
   try {
     await admin.connect()
+    if (ownPassword !== undefined) {
+      // base64url only: safe inside the literal.
+      await admin.query(`ALTER USER postgres PASSWORD '${ownPassword}'`)
+      password = ownPassword
+      await fs.writeFile(passwordFile, password, { mode: 0o600 })
+    }
     const exists = await admin.query("SELECT 1 FROM pg_database WHERE datname = $1", [database])
     if (exists.rowCount === 0) await admin.query(`CREATE DATABASE "${database.replace(/"/g, "\"\"")}"`)
   } catch (error) {

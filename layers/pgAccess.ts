@@ -54,7 +54,7 @@ const userCan = (ids: { readonly uid: number; readonly gid: number }, flag: "-x"
   spawnSync("test", [flag, target], { ...ids, stdio: "ignore", timeout: 5_000 }).status === 0
 
 /** /var/tmp (kept across reboots on most systems), else the temporary directory. */
-const stagingRoot = async () => {
+export const stagingRoot = async () => {
   const base = await fs.access("/var/tmp", fs.constants.W_OK).then(() => "/var/tmp", () => os.tmpdir())
   const root = path.join(base, "agent-marketplace")
   await fs.mkdir(root, { recursive: true, mode: 0o755 })
