@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { MachineRunners, runner, type Runners } from "../machines/Host.js"
+import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
@@ -19,7 +20,8 @@ export const MachineRunnersLive = Layer.effect(
       circuit: runner(sql, "circuit", (yield* CircuitMachine).spec),
       treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec),
       withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec),
-      dispute: runner(sql, "dispute", (yield* DisputeMachine).spec)
+      dispute: runner(sql, "dispute", (yield* DisputeMachine).spec),
+      chain: runner(sql, "chain", (yield* ChainMachine).spec)
     }
     return runners
   })
