@@ -150,6 +150,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-agent-signature",
     "x-client-id",
     "x-chain-token",
+    "x-chain-budget",
     "access-control-expose-headers"
   ],
   exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
