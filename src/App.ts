@@ -13,6 +13,7 @@ import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
 import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Callbacks, CallbacksWorkerLive } from "../services/executions/Callbacks.js"
+import { Chains } from "../services/chains/Chains.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
@@ -95,6 +96,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         ClientIds.Default,
         History.Default,
         Executions.Default,
+        Chains.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,

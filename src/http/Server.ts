@@ -30,6 +30,7 @@ import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
+import { ChainsHttpLive } from "./ChainsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
@@ -158,7 +159,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, ChainsHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive])
 )
 
 /**
