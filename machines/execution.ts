@@ -61,8 +61,13 @@ const failure = [
   { type: "scheduleTimer", params: ({ context }: { readonly context: ExecutionContext }) => ({ event: "RETRY_WINDOW_CLOSED" as const, at: context.retryUntil ?? 0 }) }
 ] as const
 
-/** A failed sub-call inside a chain: heard at once, its reservation back in the chain's budget; never retried or scored. */
-const giveBack = [{ type: "recordOutcome", params: { success: false } }, "returnToChain"] as const
+/** A failed sub-call inside a chain: heard at once, its reservation back in the chain's budget; never retried. */
+const giveBack = [
+  { type: "recordOutcome", params: { success: false } },
+  // Paid from the start (the budget): the outcome counts at once (for health; a sub-call never moves reputation).
+  { type: "scoreOutcomes", params: { outcomes: [false] } },
+  "returnToChain"
+] as const
 
 export const executionMachine = setup({
   types: {

@@ -114,12 +114,13 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               capabilityId: row.capabilityId,
               error: event.type === "AGENT_FAILED" ? event.error : event.type === "AGENT_DEADLINE" ? "the attempt died without a result" : row.error ?? "failed"
             }),
-        // Only root executions move reputation (chained children are recorded, not scored). Taken last: it locks the
+        // Only root executions move reputation; chained sub-calls count for health only. Taken last: it locks the
         // agent's row, which every concurrent execution of this agent needs too.
         scoreOutcomes: ({ outcomes }, { row, later }) =>
           Effect.sync(() => {
-            if (row.depth !== 0) return
-            for (const success of outcomes) later(reputation.recordOutcome(row.agentId, row.id, success))
+            for (const success of outcomes) {
+              later(row.depth === 0 ? reputation.recordOutcome(row.agentId, row.id, success) : reputation.recordHealth(row.agentId, success))
+            }
           }),
         scheduleTimer: ({ event, at }, { schedule }) => schedule({ type: event, at }),
         cancelTimer: ({ event }, { cancel }) => cancel(event),

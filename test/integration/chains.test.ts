@@ -6,6 +6,7 @@ import { Effect, Fiber, TestClock } from "effect"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { CHAIN_TIMEOUT_MS } from "../../machines/chain.js"
 import { MachineHost } from "../../machines/Host.js"
+import { Payments } from "../../services/payments/Payments.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { type ChainedResult, fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance, walletAuth } from "../support/clients.js"
@@ -32,16 +33,16 @@ const api = (path: string, init: { method?: string; json?: unknown; headers?: Re
         headers: init.headers ?? {}
       })))
 
-/** One agent per wallet: registered the first time, pointed at a new fake agent (and its settings reset) afterwards. */
+/** One agent per wallet (per server): registered the first time, pointed at a new fake agent (settings reset) afterwards. */
 const agentIds = new Map<string, string>()
 
 /** An agent in the chain business at `url`: chaining on, depth 3, no caller lists, unless `settings` say otherwise. */
 const chainAgent = (owner: PrivateKeyAccount, url: string, settings: Record<string, unknown> = {}, capabilities?: Array<unknown>) =>
   Effect.gen(function* () {
     const { baseUrl } = yield* TestEnv
-    const known = agentIds.get(owner.address)
-    const id = known ?? (yield* registerAgent(owner, url, capabilities === undefined ? {} : { capabilities }))
-    agentIds.set(owner.address, id)
+    const key = `${baseUrl} ${owner.address}`
+    const id = agentIds.get(key) ?? (yield* registerAgent(owner, url, capabilities === undefined ? {} : { capabilities }))
+    agentIds.set(key, id)
     const patched = yield* Effect.promise(async () =>
       call(`${baseUrl}/api/v1/agents/${id}`, {
         method: "PATCH",
@@ -189,7 +190,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
   it.scoped("budget-check estimates from the agent's past chains (or the heuristic), with 20% contingency and 50% on top; bad input is 400", () =>
     Effect.gen(function* () {
       yield* realNow
-      const [A, B] = [agentIds.get(devAccount(1).address) ?? "", agentIds.get(devAccount(2).address) ?? ""]
+      const { baseUrl } = yield* TestEnv
+      const [A, B] = [agentIds.get(`${baseUrl} ${devAccount(1).address}`) ?? "", agentIds.get(`${baseUrl} ${devAccount(2).address}`) ?? ""]
       const learned = yield* api("/api/v1/chains/budget-check", { json: { targetAgentId: A, capabilityId: "echo", input: { text: "x" }, estimatedDepth: 2 } })
       expect(learned.status).toBe(200)
       // A's one finished chain spent 0.011 at depth 1 and 0.011 at depth 2: 0.011 + 0.022 = 0.033, +20% = 0.0396, +50% = 0.0594.
@@ -335,6 +337,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
       expect(retried.status).toBe(403)
       expect(yield* eventsOf(view.chainId)).toEqual(["chain.started", "chain.child_spawned", "chain.partial_failure", "chain.completed"])
       expect(yield* reputationOf(B)).toBe(reputation)
+      // The failure is recorded for health all the same.
+      expect((yield* api(`/api/v1/agents/${B}`)).body.data.health_score).toBeLessThan(1)
       expect(yield* ledgerCostOf(view.chainId)).toBe(CALL)
       yield* treasury.processDue
       expect(yield* usdc(payer.address)).toBe(before - CALL)
@@ -445,6 +449,63 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
       expect(budgets?.balance).toBe("0")
       yield* treasury.processDue
       expect(yield* usdc(payer.address)).toBe(before - 11n * CALL)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
+})
+
+/** The chain budget whose first settlement "crashes" the process (other payments settle normally). */
+const CRASHING_BUDGET = 777_000n
+let crashed = false
+
+layer(
+  TestApp(
+    { BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECUTION_RETRY_WINDOW_SECONDS: "600" },
+    {
+      faults: {
+        beforeSettle: (p) =>
+          crashed || p.amount !== CRASHING_BUDGET ? Effect.void : Effect.sync(() => void (crashed = true)).pipe(Effect.zipRight(Effect.die("simulated crash")))
+      }
+    }
+  )
+)("chains after a crash", (it) => {
+  it.scoped("a chain whose root process died before its payment settled is finished by the workers and timers: the budget comes back once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const a = yield* fakeAgent("echo")
+      const A = yield* chainAgent(devAccount(1), a.url)
+      const payer = devAccount(8)
+      const before = yield* usdc(payer.address)
+      const root = yield* startChain(payer, A, "0.777")
+      // The process "died" before settling: nothing answered, the agent was never called.
+      expect(root.status).toBe(200)
+      expect(root.body.data).toMatchObject({ status: "pending", chain: { status: "pending", remainingBudget: "0.766000" } })
+      expect(a.calls).toHaveLength(0)
+      const chainId: string = root.body.data.chain.chainId
+
+      // The settlement recovery takes the payment over after its lease; the root's deadline timer declares it dead.
+      yield* TestClock.adjust(61_000)
+      yield* (yield* Payments).recoverDue
+      yield* TestClock.adjust(10_000)
+      const machines = yield* MachineHost
+      yield* machines.fireDue
+      expect((yield* chainOf(chainId)).status).toBe("pending")
+      // The chain's durable timer ends it: the root never ran, so the budget minus the root's price is refunded now...
+      yield* TestClock.adjust(CHAIN_TIMEOUT_MS)
+      yield* machines.fireDue
+      const ended = yield* chainOf(chainId)
+      expect(ended).toMatchObject({ status: "failed", remainingBudget: "0.000000", refund: { amount: "0.766000" } })
+      expect(ended.tree.status).toBe("timeout")
+      const treasury = yield* TreasuryWorker
+      yield* treasury.processDue
+      expect(yield* usdc(payer.address)).toBe(before - CALL)
+      // ...and the root's own price once its retry window closes; the timers firing again change nothing.
+      yield* TestClock.adjust(600_000)
+      yield* machines.fireDue
+      yield* treasury.processDue
+      yield* machines.fireDue
+      yield* treasury.processDue
+      expect(yield* usdc(payer.address)).toBe(before)
+      expect(yield* eventsOf(chainId)).toEqual(["chain.started", "chain.completed"])
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 })
