@@ -28,6 +28,7 @@ const rpcSettings = (overrides: Record<string, string>) =>
         OPERATOR_TOKEN: "rpc-mode-operator-token-0123",
         PROXY_SIGNING_KEY: signingKey,
         CLIENT_ID_SECRET: "rpc-mode-client-id-secret-0123456789abcdef",
+        CHAIN_TOKEN_SECRET: "rpc-mode-chain-token-secret-0123456789abcdef",
         BACKGROUND_WORKERS: "false",
         ...overrides
       }))
@@ -92,5 +93,10 @@ describe("CHAIN_RPC_URL mode", () => {
       noClientSecret.settings.delete("CLIENT_ID_SECRET")
       const withoutSecret = yield* Effect.exit(build(noClientSecret.settings))
       expect(String(Exit.isFailure(withoutSecret) ? withoutSecret.cause : "")).toMatch(/CLIENT_ID_SECRET is required/)
+      // Likewise the devnet's public chain-token key would let anyone mint chain tokens and spend others' budgets.
+      const noChainSecret = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
+      noChainSecret.settings.delete("CHAIN_TOKEN_SECRET")
+      const withoutChainSecret = yield* Effect.exit(build(noChainSecret.settings))
+      expect(String(Exit.isFailure(withoutChainSecret) ? withoutChainSecret.cause : "")).toMatch(/CHAIN_TOKEN_SECRET is required/)
     }), { timeout: 60_000 })
 })
