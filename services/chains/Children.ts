@@ -208,6 +208,9 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         type Reservation = { readonly _tag: "Reserved"; readonly reserved: Reserved } | { readonly _tag: "Repeat"; readonly view: ExecutionView }
         const made = yield* sql.withTransaction(
           Effect.gen(function* () {
+            // Lock order: the parent execution (its key, which the new row's foreign key needs) before the chain row, as
+            // a failing parent's step does (its row, then the chain's to give its reservation back): no deadlock.
+            yield* sql`SELECT 1 FROM executions WHERE id = ${token.pe} FOR KEY SHARE`
             const reservation = yield* repo.reserve(token.cid, price, new Date(now - CHAIN_TIMEOUT_MS))
             // Refused by the row itself (ended, too old, or concurrent calls took the budget): say which; nothing is reserved.
             if (Option.isNone(reservation)) return yield* refused(token.cid, price, now)
