@@ -30,6 +30,8 @@ export interface AgentCall {
   readonly traceparent?: string
   /** Defaults to EXECUTION_TIMEOUT_MS. Covers connect, headers and the whole body. */
   readonly timeoutMs?: number
+  /** Sent as X-Chain-Token to an agent that may hire others inside a chain (docs/chains.md). */
+  readonly chainToken?: string
 }
 
 export const DEFAULT_PROBE_TIMEOUT_MS = 5_000
@@ -80,6 +82,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
             "user-agent": USER_AGENT,
             "x-request-id": c.requestId,
             traceparent,
+            ...(c.chainToken === undefined ? {} : { "x-chain-token": c.chainToken }),
             "x-marketplace-timestamp": String(timestampMs),
             "x-marketplace-key-id": signer.info.keyId,
             "x-marketplace-signature": `ed25519=${signer.sign(timestampMs, c.requestId, rawBody)}`

@@ -30,6 +30,8 @@ export interface AppConfigShape {
   readonly clientIdSecret: Option.Option<Redacted.Redacted<string>>
   /** AES-256-GCM key (64 hex) for webhook secrets at rest; devnet uses a public fixed value. */
   readonly webhookSecretKey: Option.Option<Redacted.Redacted<string>>
+  /** Key of the HMAC that signs chain tokens; devnet uses a public fixed value. */
+  readonly chainTokenSecret: Option.Option<Redacted.Redacted<string>>
 }
 
 export class AppConfig extends Context.Tag("Config/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -95,6 +97,13 @@ export const appConfig = Effect.gen(function* () {
       )
     )
   )
+  const chainTokenSecret = yield* Config.option(
+    Config.redacted(
+      Config.string("CHAIN_TOKEN_SECRET").pipe(
+        Config.validate({ message: "CHAIN_TOKEN_SECRET must be at least 32 characters", validation: (s) => s.length >= 32 })
+      )
+    )
+  )
   const allowPrivateUrls = yield* Config.boolean("ALLOW_PRIVATE_URLS").pipe(Config.withDefault(chainMode === "devnet"))
   const publicBaseUrl = yield* url("PUBLIC_BASE_URL").pipe(
     Config.withDefault(`http://${host.includes(":") ? `[${host}]` : host}:${port}`)
@@ -113,7 +122,8 @@ export const appConfig = Effect.gen(function* () {
       Option.isNone(treasuryPrivateKey) && Option.isNone(facilitatorUrl) ? "TREASURY_PRIVATE_KEY (or FACILITATOR_URL)" : undefined,
       Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined,
       Option.isNone(clientIdSecret) ? "CLIENT_ID_SECRET" : undefined,
-      Option.isNone(webhookSecretKey) ? "WEBHOOK_SECRET_KEY" : undefined
+      Option.isNone(webhookSecretKey) ? "WEBHOOK_SECRET_KEY" : undefined,
+      Option.isNone(chainTokenSecret) ? "CHAIN_TOKEN_SECRET" : undefined
     ].filter((m): m is string => m !== undefined)
     if (missing.length > 0) {
       return yield* Effect.fail(
@@ -139,7 +149,8 @@ export const appConfig = Effect.gen(function* () {
     paymentTimeoutSeconds,
     agentCacheTtlMs,
     clientIdSecret,
-    webhookSecretKey
+    webhookSecretKey,
+    chainTokenSecret
   } satisfies AppConfigShape
 })
 

@@ -4,6 +4,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { AnyStateMachine, EventFromLogic } from "xstate"
+import type { ChainEvent } from "./chain.js"
 import type { CircuitEvent } from "./circuit.js"
 import type { DisputeEvent } from "./dispute.js"
 import type { ExecutionEvent } from "./execution.js"
@@ -22,9 +23,10 @@ export interface MachineEvents {
   readonly withdrawal: WithdrawalEvent
   readonly dispute: DisputeEvent
   readonly webhookDelivery: DeliveryEvent
+  readonly chain: ChainEvent
 }
 export type MachineKind = keyof MachineEvents
-const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery"]
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain"]
 const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
 
 /** What a delivery did (none when the actor does not exist). */

@@ -22,6 +22,8 @@ export interface ExecutionContext {
   /** Settlement delay of the agent's trust tier at completion (0: instant). */
   readonly releaseDelayMs: number
   readonly releaseAt: number | null
+  /** A sub-call inside a chain: paid from the chain's budget, which a failure gives back at once (no retry, no refund). */
+  readonly chained: boolean
 }
 
 export type ExecutionEvent =
@@ -59,11 +61,19 @@ const failure = [
   { type: "scheduleTimer", params: ({ context }: { readonly context: ExecutionContext }) => ({ event: "RETRY_WINDOW_CLOSED" as const, at: context.retryUntil ?? 0 }) }
 ] as const
 
+/** A failed sub-call inside a chain: heard at once, its reservation back in the chain's budget; never retried. */
+const giveBack = [
+  { type: "recordOutcome", params: { success: false } },
+  // Paid from the start (the budget): the outcome counts at once (for health; a sub-call never moves reputation).
+  { type: "scoreOutcomes", params: { outcomes: [false] } },
+  "returnToChain"
+] as const
+
 export const executionMachine = setup({
   types: {
     context: {} as ExecutionContext,
     events: {} as ExecutionEvent,
-    input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number }
+    input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number; readonly chained?: boolean }
   },
   actions: {
     /** Host: outbox execution.completed / execution.failed (the client and the agent hear at once). */
@@ -85,6 +95,8 @@ export const executionMachine = setup({
     confirmRefund: (_, _params: { readonly txHash: string }) => {},
     /** Host: escrow → settlement receivable (the payment never arrived, nothing to pay out). */
     voidEscrow: () => {},
+    /** Host: escrow → the chain's budget (a failed sub-call's reservation is the chain's to spend again). */
+    returnToChain: () => {},
     /** Host: the money into disputes held: from the escrow, or taken back from the agent and platform when released. */
     freezeForDispute: (_, _params: { readonly released: boolean }) => {},
     /** Host: disputes held → refunds payable (the client's share, refund queued) and the rest released. */
@@ -98,6 +110,7 @@ export const executionMachine = setup({
     markPaymentFailed: assign({ payment: "failed" as PaymentStatus })
   },
   guards: {
+    chained: ({ context }) => context.chained,
     timedOut: ({ event }) => event.type === "AGENT_DEADLINE" || (event.type === "AGENT_FAILED" && event.timedOut),
     canRetry: ({ context, event }) =>
       context.payment !== "failed" && !context.windowClosed && context.retryUntil !== null && event.at < context.retryUntil,
@@ -123,7 +136,8 @@ export const executionMachine = setup({
     completedAt: null,
     unscored: [],
     releaseDelayMs: 0,
-    releaseAt: null
+    releaseAt: null,
+    chained: input.chained === true
   }),
   on: {
     PAYMENT_SETTLED: { actions: "markSettled" },
@@ -148,10 +162,14 @@ export const executionMachine = setup({
           ]
         },
         AGENT_FAILED: [
+          { guard: "chained", target: "returned", actions: [assign({ failureKind: ({ event }) => (event.timedOut ? "timeout" : "failed") }), ...giveBack] },
           { guard: "timedOut", target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] },
           { target: "failed", actions: [assign({ failureKind: "failed" }), ...failure] }
         ],
-        AGENT_DEADLINE: { target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] }
+        AGENT_DEADLINE: [
+          { guard: "chained", target: "returned", actions: [assign({ failureKind: "timeout" }), ...giveBack] },
+          { target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] }
+        ]
       }
     },
     completed: {
@@ -223,6 +241,8 @@ export const executionMachine = setup({
       on: { REFUND_CONFIRMED: { target: "refunded", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } } }
     },
     refunded: { type: "final" },
+    /** A failed sub-call: its reservation went back to the chain's budget. */
+    returned: { type: "final" },
     /** Failed, and the payment never settled: nothing to refund. */
     cancelled: { type: "final", entry: "voidEscrow" }
   }

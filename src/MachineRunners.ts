@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import { MachineRunners, runner, type Runners } from "../machines/Host.js"
+import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
@@ -21,7 +22,8 @@ export const MachineRunnersLive = Layer.effect(
       treasury: runner(sql, "treasury", (yield* TreasuryMachine).spec),
       withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec),
       dispute: runner(sql, "dispute", (yield* DisputeMachine).spec),
-      webhookDelivery: runner(sql, "webhookDelivery", (yield* DeliveryMachine).spec)
+      webhookDelivery: runner(sql, "webhookDelivery", (yield* DeliveryMachine).spec),
+      chain: runner(sql, "chain", (yield* ChainMachine).spec)
     }
     return runners
   })

@@ -16,7 +16,11 @@ const Id = Schema.String.pipe(Schema.maxLength(64))
 
 export const ChainTokenPayload = Schema.Struct({
   cid: Schema.UUID,
-  d: Schema.Int.pipe(Schema.between(0, MAX_CHAIN_DEPTH)),
+  /**
+   * The depth of the call this token pays for (the holder's depth + 1). It may be one past the limit: a token handed to
+   * an agent at the deepest level is still a token, and spending it is refused with DEPTH_LIMIT.
+   */
+  d: Schema.Int.pipe(Schema.between(1, MAX_CHAIN_DEPTH + 1)),
   md: Schema.Int.pipe(Schema.between(1, MAX_CHAIN_DEPTH)),
   rb: Usdc,
   tb: Usdc,
@@ -26,6 +30,8 @@ export const ChainTokenPayload = Schema.Struct({
   exp: Schema.Int,
   /** The agents on the path from the root to the holder of this token, in order. */
   cc: Schema.Array(Id).pipe(Schema.maxItems(MAX_CALL_CHAIN)),
+  /** The execution whose agent holds this token: the parent of the node a call with it creates (the tree's edges). */
+  pe: Schema.String.pipe(Schema.pattern(/^(req|job)_[A-Za-z0-9_-]{8,64}$/)),
   tid: Schema.optional(Schema.String.pipe(Schema.pattern(/^[0-9a-f]{32}$/))),
   sid: Schema.optional(Schema.String.pipe(Schema.pattern(/^[0-9a-f]{16}$/)))
 })

@@ -19,10 +19,15 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
     const schemas = yield* JsonSchemas
 
     /** Calls the agent once; the outcome as the machine event to record (the output or error rides on it). */
-    const call = (row: { readonly id: string; readonly input: unknown }, agent: AgentRecord, capability: Capability) =>
+    const call = (
+      row: { readonly id: string; readonly input: unknown },
+      agent: AgentRecord,
+      capability: Capability,
+      chained: { readonly chainToken?: string; readonly traceparent?: string } = {}
+    ) =>
       Effect.gen(function* () {
         const reply = yield* Effect.either(
-          proxy.call({ agentId: agent.id, url: agent.endpoints.execution, requestId: row.id, capabilityId: capability.id, input: row.input })
+          proxy.call({ agentId: agent.id, url: agent.endpoints.execution, requestId: row.id, capabilityId: capability.id, input: row.input, ...chained })
         )
         const at = yield* Clock.currentTimeMillis
         const outcome = Either.flatMap(reply, (ok) => {

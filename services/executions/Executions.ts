@@ -9,7 +9,7 @@ import { executionMachine, executionStatus } from "../../machines/execution.js"
 import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
 import { actionsOf, startMachine } from "../../machines/step.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
-import { Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
+import { BadRequest, Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
 import { newEscrowId, newId, newTransactionId } from "../../src/domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../../src/domain/Money.js"
@@ -26,20 +26,15 @@ import { isUniqueViolation } from "../sql/SqlErrors.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
+import { ChainCalls } from "../chains/Children.js"
+import { ChainRoots } from "../chains/Root.js"
+import { canonical, executionStatements, priceOf } from "./create.js"
 import { prepare } from "./prepare.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
 
 /** Extra time past the agent timeout after which a running attempt with no recorded result is declared dead. */
 const DEADLINE_GRACE_MS = 60_000
-
-/** Deterministic JSON (sorted keys) so the same request always hashes the same. */
-const canonical = (value: unknown): string =>
-  Array.isArray(value)
-    ? `[${value.map(canonical).join(",")}]`
-    : typeof value === "object" && value !== null
-    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
-    : JSON.stringify(value) ?? "null"
 
 /** Database and ledger-invariant failures are bugs or outages, not answers: they surface as 500s (and are logged). */
 const infrastructureAsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -53,6 +48,10 @@ const infrastructureAsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 export interface ExecuteContext {
   readonly paymentHeader: string | undefined
   readonly async: boolean
+  /** X-Chain-Budget: start a chain with this budget (docs/chains.md). */
+  readonly chainBudget?: string | undefined
+  /** X-Chain-Token: a sub-call inside a chain, paid from its budget (no payment). */
+  readonly chainToken?: string | undefined
 }
 
 /** What the HTTP layer turns into headers: the accepted payment, its settlement, the rate-limit windows. */
@@ -65,7 +64,8 @@ export interface PaymentUse {
 }
 
 export type ExecuteOutcome =
-  | { readonly _tag: "Done"; readonly view: ExecutionView; readonly payment: PaymentUse }
+  /** `payment` is null for a sub-call inside a chain (its chain's budget paid). */
+  | { readonly _tag: "Done"; readonly view: ExecutionView; readonly payment: PaymentUse | null }
   | { readonly _tag: "Accepted"; readonly requestId: string; readonly jobId: string | undefined; readonly statusUrl: string; readonly payment: PaymentUse }
 
 export class Executions extends Effect.Service<Executions>()("executions/Executions", {
@@ -84,6 +84,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const repo = yield* ExecutionsRepo
     const agentCall = yield* AgentCall
     const check = yield* prepare
+    const roots = yield* ChainRoots
+    const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
     const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
     // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
@@ -108,12 +110,24 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     const execute = (req: ExecuteRequest, ctx: ExecuteContext) =>
       Effect.gen(function* () {
+        if (ctx.chainToken !== undefined) {
+          if (ctx.chainBudget !== undefined) {
+            const message = "a chained call spends its chain's budget; X-Chain-Budget starts a new chain and cannot go with X-Chain-Token"
+            return yield* new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } })
+          }
+          return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async), payment: null } satisfies ExecuteOutcome
+        }
         const { agent, capability, callbackUrl } = yield* check(req)
         const agentFee = capability.pricing.basePrice
-        const price = EXECUTION_PLATFORM_FEE + agentFee
-        // Who pays: an x402 payment of exactly the price (chain budgets will decide here too).
+        const price = priceOf(agentFee)
+        const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
+        // Who pays: an x402 payment of exactly the price, or of the whole budget for a chain's root.
         const { payment: verified, priced } = yield* paywall.charge(
-          { amount: price, resource: `${config.publicBaseUrl}/api/v1/execute`, description: `${agent.name}: ${capability.name}` },
+          {
+            amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
+            resource: `${config.publicBaseUrl}/api/v1/execute`,
+            description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`
+          },
           ctx.paymentHeader
         )
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
@@ -134,7 +148,12 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           settlementTxHash: null,
           rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
         }
-        const requestHash = sha256(canonical({ targetAgentId: req.targetAgentId, capabilityId: req.capabilityId, input: req.input }))
+        const requestHash = sha256(canonical({
+          targetAgentId: req.targetAgentId,
+          capabilityId: req.capabilityId,
+          input: req.input,
+          ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainBudget: plan.budget.toString() }) })
+        }))
         if (req.idempotencyKey !== undefined) {
           const existing = yield* repo.findIdempotent(verified.payer, req.idempotencyKey)
           if (Option.isSome(existing)) return yield* repeat(existing.value, requestHash, payment)
@@ -142,14 +161,28 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
         const now = yield* Clock.currentTimeMillis
         const requestId = newId(ctx.async ? "job" : "req")
-        const { agentEarnings, platformCut } = splitAgentFee(agentFee)
         const start = startMachine(executionMachine, { retryWindowMs, deadlineMs: timeoutMs + DEADLINE_GRACE_MS, startedAt: now })
         // Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the reservation,
         // the execution with its machine snapshot, the escrow, the ledger hold, the outbox event, the deadline timer and
-        // the first transitions.
+        // the first transitions (and for a chain's root, the chain with its budget).
         const reservation = payments.reserveStatements(verified, "execution", requestId, now)
         const paymentId = reservation.id
-        const escrowId = newEscrowId()
+        const rows = executionStatements(sql, {
+          requestId,
+          paymentId,
+          payer: verified.payer,
+          agentId: agent.id,
+          capabilityId: capability.id,
+          input: req.input,
+          requestHash,
+          idempotencyKey: req.idempotencyKey,
+          mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
+          callbackUrl,
+          agentFee,
+          start,
+          now,
+          ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chain: { chainId: plan.chainId, depth: 0, parentExecutionId: null } }) })
+        })
         // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.
         const hold = yield* ledger.transferStatements({
           kind: "escrow_hold",
@@ -158,45 +191,24 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           agentId: agent.id,
           subjectId: requestId
         }).pipe(Effect.orDie)
+        const chainRows = Option.isNone(chain)
+          ? []
+          : yield* roots.statements(chain.value, { requestId, paymentId, payer: verified.payer, agentId: agent.id, now })
         const created = yield* batch(sql, [
           ...reservation.statements,
-          sql`INSERT INTO executions ${sql.insert({
-            id: requestId,
-            transactionId: newTransactionId(),
-            escrowId,
-            paymentId,
-            payer: verified.payer,
-            agentId: agent.id,
-            capabilityId: capability.id,
-            input: JSON.stringify(req.input),
-            requestHash,
-            idempotencyKey: req.idempotencyKey ?? null,
-            mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
-            callbackUrl: callbackUrl ?? null,
-            status: executionStatus(start.state, start.snapshot.context),
-            state: start.state,
-            machineSnapshot: JSON.stringify(start.persisted),
-            price: price.toString(),
-            platformFee: EXECUTION_PLATFORM_FEE.toString(),
-            agentFee: agentFee.toString(),
-            platformCut: platformCut.toString(),
-            agentEarnings: agentEarnings.toString(),
-            createdAt: new Date(now),
-            updatedAt: new Date(now)
-          })}`,
-          sql`INSERT INTO escrows ${sql.insert({ id: escrowId, executionId: requestId, agentId: agent.id, amount: price.toString(), status: "held" })}`,
+          ...chainRows,
+          ...rows.statements,
           ...hold.statements,
           outbox.emitStatement("payment.received", agent.id, {
             paymentId,
             purpose: "execution",
             requestId,
             agentId: agent.id,
-            amount: formatUsdc(price),
-            payer: verified.payer
+            amount: formatUsdc(verified.amount),
+            payer: verified.payer,
+            ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainId: plan.chainId }) })
           }),
-          ...actionsOf(start, "scheduleTimer").map((timer) => scheduleStatement(sql, "execution", requestId, { type: timer.event, at: timer.at })),
-          ...(callbackUrl === undefined ? [] : [callbacks.armStatement(requestId, callbackUrl)]),
-          historyStatement(sql, [{ machine: "execution", actorId: requestId, event: { type: "CREATED" }, from: null, to: start.state, at: now }])
+          ...(callbackUrl === undefined ? [] : [callbacks.armStatement(requestId, callbackUrl)])
         ]).pipe(
           Effect.as({ paymentId }),
           Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> =>
@@ -208,15 +220,21 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         )
         if ("_tag" in created) return created
 
-        // Settle on chain and call the agent at the same time, then record both in one transaction; the machine releases
-        // the output only once both are in. A crash in between is finished by the recovery workers and the deadline timer.
-        const work = Effect.gen(function* () {
-          const [settlement, outcome] = yield* Effect.all(
-            [payments.settleOnChain(created.paymentId, verified, priced.accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
-            { concurrency: "unbounded" }
-          )
-          yield* sql.withTransaction(Effect.zipRight(host.deliver("execution", requestId, outcome.event), payments.recordIn(created.paymentId, settlement)))
-          yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
+        // A chain's root: its payment settles first, then the root agent is called with its token (Root.ts). Otherwise
+        // settle on chain and call the agent at the same time, then record both in one transaction; the machine releases
+        // the output only once both are in. A crash in between is finished by the recovery workers and the deadline timers.
+        const work = Option.match(chain, {
+          onSome: (plan) =>
+            roots.run(plan, { requestId, paymentId: created.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input, startedAt: new Date(now) }),
+          onNone: () =>
+            Effect.gen(function* () {
+              const [settlement, outcome] = yield* Effect.all(
+                [payments.settleOnChain(created.paymentId, verified, priced.accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
+                { concurrency: "unbounded" }
+              )
+              yield* sql.withTransaction(Effect.zipRight(host.deliver("execution", requestId, outcome.event), payments.recordIn(created.paymentId, settlement)))
+              yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
+            })
         }).pipe(Effect.catchAllCause((cause) => Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause)))
         const fiber = yield* Effect.forkIn(work, scope)
         const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
@@ -226,7 +244,11 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         yield* Fiber.join(fiber)
         const row = Option.getOrThrow(yield* load(requestId))
         const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
-        return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
+        const view = View.forClient(row, true)
+        const answered = Option.isNone(chain)
+          ? view
+          : { ...view, transactionId: row.transactionId, chain: (yield* roots.rootToken(chain.value, { requestId, agentId: agent.id, payer: verified.payer, startedAt: new Date(now) })).info }
+        return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
       }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.execute"))
 
     /** Status for anyone; output and cost only for the holder of the original payment header. */
@@ -274,5 +296,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, Callbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, Callbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default]
 }) {}

@@ -29,6 +29,8 @@ export const ExecutionRow = Schema.Struct({
   platformCut: Schema.BigInt,
   agentEarnings: Schema.BigInt,
   depth: Schema.Number,
+  chainId: Schema.NullOr(Schema.String),
+  parentExecutionId: Schema.NullOr(Schema.String),
   retryUntil: Schema.NullOr(Schema.DateFromSelf),
   createdAt: Schema.DateFromSelf,
   completedAt: Schema.NullOr(Schema.DateFromSelf),
@@ -40,7 +42,7 @@ export const ExecutionRow = Schema.Struct({
   refundTxHash: Schema.NullOr(Schema.String)
 })
 export type ExecutionRow = typeof ExecutionRow.Type
-export type EscrowStatus = "released" | "refunding" | "refunded" | "void" | "disputed"
+export type EscrowStatus = "released" | "refunding" | "refunded" | "void" | "disputed" | "returned"
 const decodeRow = Schema.decodeUnknown(ExecutionRow)
 
 export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions/ExecutionsRepo", {

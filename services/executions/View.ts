@@ -54,5 +54,5 @@ export const forCallback = (row: Pick<ExecutionRow, "id" | "status" | "settlemen
 
 /** Machine states after which a callback's client has something final to hear. */
 export const CALLBACK_STATES: ReadonlySet<string> = new Set([
-  "completed.released", "completed.held", "completed.unpaid", "failed", "timeout", "refunded", "cancelled"
+  "completed.released", "completed.held", "completed.unpaid", "failed", "timeout", "refunded", "cancelled", "returned"
 ])

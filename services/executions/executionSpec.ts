@@ -19,9 +19,12 @@ const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "
 
 /** Snapshots stored before a context field existed get its initial value. */
 const snapshotOf = (row: ExecutionRow): PersistedSnapshot => {
-  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [] } }
+  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [], chained: false } }
   const context = row.machineSnapshot.context
-  return { value: row.machineSnapshot.value, context: typeof context === "object" && context !== null ? { unscored: [], ...context } : context }
+  return {
+    value: row.machineSnapshot.value,
+    context: typeof context === "object" && context !== null ? { unscored: [], chained: false, ...context } : context
+  }
 }
 
 /** The row's columns an event changes (the agent's output or error, and what the machine derived). */
@@ -111,12 +114,13 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               capabilityId: row.capabilityId,
               error: event.type === "AGENT_FAILED" ? event.error : event.type === "AGENT_DEADLINE" ? "the attempt died without a result" : row.error ?? "failed"
             }),
-        // Only root executions move reputation (chained children are recorded, not scored). Taken last: it locks the
+        // Only root executions move reputation; chained sub-calls count for health only. Taken last: it locks the
         // agent's row, which every concurrent execution of this agent needs too.
         scoreOutcomes: ({ outcomes }, { row, later }) =>
           Effect.sync(() => {
-            if (row.depth !== 0) return
-            for (const success of outcomes) later(reputation.recordOutcome(row.agentId, row.id, success))
+            for (const success of outcomes) {
+              later(row.depth === 0 ? reputation.recordOutcome(row.agentId, row.id, success) : reputation.recordHealth(row.agentId, success))
+            }
           }),
         scheduleTimer: ({ event, at }, { schedule }) => schedule({ type: event, at }),
         cancelTimer: ({ event }, { cancel }) => cancel(event),
@@ -180,6 +184,32 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
             yield* moveEscrow(row, "dispute_resolution", share > 0n ? "refunding" : "released", event.at, outcome.movements)
             if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
             if (outcome.toAgent > 0n) yield* announceRelease(row, outcome.toAgent)
+          }),
+        returnToChain: (_, { row, event }) =>
+          Effect.gen(function* () {
+            if (row.chainId === null) return yield* Effect.dieMessage(`returnToChain on ${row.id}, which is not in a chain`)
+            // Under the chain row's lock: the chain's end (which refunds what remains) sees this give-back or none of it.
+            const [chain] = yield* sql<{ rootAgentId: string; remaining: string }>`
+              UPDATE chains SET remaining = remaining + ${row.price.toString()}::bigint, updated_at = now()
+              WHERE id = ${row.chainId} AND status IN ('pending', 'running')
+              RETURNING root_agent_id::text AS root_agent_id, remaining::text AS remaining`
+            if (chain === undefined) {
+              // The chain already ended (it ends only when no sub-call is in flight, so this is a safety net): the payer
+              // gets this reservation back on its own.
+              yield* moveEscrow(row, "refund_owed", "refunding", event.at, [{ debit: Accounts.escrow, credit: Accounts.refundsPayable, amount: row.price }])
+              return yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: row.price })
+            }
+            yield* moveEscrow(row, "chain_return", "returned", event.at, [{ debit: Accounts.escrow, credit: Accounts.chainBudgets, amount: row.price }])
+            yield* outbox.emit("chain.partial_failure", chain.rootAgentId, {
+              chainId: row.chainId,
+              requestId: row.id,
+              transactionId: row.transactionId,
+              agentId: row.agentId,
+              depth: row.depth,
+              error: event.type === "AGENT_FAILED" ? event.error : "the sub-call died without a result",
+              returned: formatUsdc(row.price),
+              remainingBudget: formatUsdc(BigInt(chain.remaining))
+            })
           }),
         voidEscrow: (_, { row, event }) =>
           moveEscrow(row, "escrow_void", "void", event.at, [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }])

@@ -13,6 +13,8 @@ export const Accounts = {
   withdrawalsPayable: "withdrawals_payable",
   disputesHeld: "disputes_held",
   platformRevenue: "platform_revenue",
+  /** Chain budgets paid by root clients, not yet spent by sub-calls nor refunded (migration 0015). */
+  chainBudgets: "chain_budgets",
   agentAvailable: (agentId: string) => `agent:${agentId}:available`,
   agentPending: (agentId: string) => `agent:${agentId}:pending`,
   /** What the agent owes the platform: earnings a dispute took back that it had already withdrawn (opened on first use). */

@@ -19,6 +19,12 @@ export type EventType =
   | "withdrawal.requested"
   | "withdrawal.completed"
   | "withdrawal.failed"
+  | "chain.started"
+  | "chain.child_spawned"
+  | "chain.completed"
+  | "chain.partial_failure"
+  | "chain.budget_warning"
+  | "chain.depth_limit"
 
 export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {

@@ -13,7 +13,9 @@ import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
 
 const RefundRow = Schema.Struct({
   id: Schema.String,
-  executionId: Schema.String,
+  /** The execution refunded, or (for a chain's unspent budget) none and `chainId`. */
+  executionId: Schema.NullOr(Schema.String),
+  chainId: Schema.NullOr(Schema.String),
   toAddress: Schema.String,
   amount: Schema.BigInt,
   status: Schema.Literal("pending", "submitted", "confirmed", "failed"),
@@ -63,11 +65,14 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
           yield* ledger.transfer({
             kind: "refund_sent",
             movements: [{ debit: Accounts.refundsPayable, credit: Accounts.treasury, amount: refund.amount }],
-            subjectId: refund.executionId,
+            subjectId: refund.executionId ?? refund.chainId ?? refund.id,
             chainBlock: outcome.receipt.blockNumber,
             txHash: hash
           }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
-          yield* host.deliver("execution", refund.executionId, { type: "REFUND_CONFIRMED", at, txHash: hash, amount: refund.amount.toString() })
+          // A chain's refund has no machine to tell: its row (joined by the chain's views) is the record.
+          if (refund.executionId !== null) {
+            yield* host.deliver("execution", refund.executionId, { type: "REFUND_CONFIRMED", at, txHash: hash, amount: refund.amount.toString() })
+          }
         })
       )
 

@@ -1,4 +1,5 @@
-// Refunds in PostgreSQL: queued inside the transaction that moves the money to refunds payable.
+// Refunds in PostgreSQL: queued inside the transaction that moves the money to refunds payable (an execution's, or a
+// chain's unspent budget).
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
@@ -18,6 +19,18 @@ export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsR
           status: "pending",
           nextAttemptAt: new Date(now)
         })} ON CONFLICT (execution_id) DO NOTHING`).pipe(Effect.asVoid)
-    return { create } as const
+    /** Queues the refund of a chain's unspent budget (one per chain, whoever asks twice). */
+    const createForChain = (input: { readonly chainId: string; readonly paymentId: string; readonly to: string; readonly amount: bigint }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        sql`INSERT INTO refunds ${sql.insert({
+          id: newId("rfd"),
+          chainId: input.chainId,
+          paymentId: input.paymentId,
+          toAddress: input.to,
+          amount: input.amount.toString(),
+          status: "pending",
+          nextAttemptAt: new Date(now)
+        })} ON CONFLICT (chain_id) DO NOTHING`).pipe(Effect.asVoid)
+    return { create, createForChain } as const
   })
 }) {}

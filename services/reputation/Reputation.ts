@@ -114,7 +114,26 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         yield* cache.invalidateLocal(agentId)
       })
 
-    return { recordOutcome, recordRating, recordProbe } as const
+    /**
+     * A chained sub-call's outcome (spec: recorded, but only root executions move reputation): health and the outcome
+     * counters only, under the agent's row lock, in the caller's transaction.
+     */
+    const recordHealth = (agentId: string, success: boolean) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const [updated] = yield* sql<{ healthScore: number }>`
+          UPDATE agents SET
+            health_score = ${HEALTH_ALPHA}::float8 * ${success ? 1 : 0}::float8 + ${1 - HEALTH_ALPHA}::float8 * health_score,
+            health_updated_at = ${new Date(now)},
+            completed_executions = completed_executions + ${success ? 1 : 0}::int,
+            failed_executions = failed_executions + ${success ? 0 : 1}::int
+          WHERE id = ${agentId}
+          RETURNING health_score`
+        if (updated === undefined) return
+        yield* cache.patch(agentId, (agent) => ({ ...agent, healthScore: updated.healthScore, healthUpdatedAt: new Date(now) }))
+      }).pipe(Effect.withSpan("Reputation.recordHealth"))
+
+    return { recordOutcome, recordHealth, recordRating, recordProbe } as const
   }),
   dependencies: [AgentCache.Default]
 }) {}

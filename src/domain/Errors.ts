@@ -10,6 +10,8 @@ import { PaymentRequirements } from "../../layers/x402/requirements.js"
 export const ErrorCodes = {
   VALIDATION_ERROR: { status: 400, meaning: "The body, path or query failed validation; details.issues lists each failing field path." },
   INVALID_JSON: { status: 400, meaning: "The request body is not valid JSON." },
+  DEPTH_LIMIT: { status: 400, meaning: "The chained call would go deeper than the chain allows (the root agent's chain_max_depth, never beyond 5); details.currentDepth, details.maxDepth." },
+  CIRCULAR_DEPENDENCY: { status: 400, meaning: "The target agent is already in the chain's call path; details.chain lists the agent ids ending in the repeated one." },
   AUTH_REQUIRED: { status: 401, meaning: "X-Agent-Wallet and X-Agent-Signature headers are required." },
   AUTH_MALFORMED: { status: 401, meaning: "The signature header is not `service-auth:{agentId}:{timestampMs}:sig:{0x signature}` or the wallet header is not an address." },
   AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old." },
@@ -18,7 +20,10 @@ export const ErrorCodes = {
   AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
+  CHAIN_TOKEN_INVALID: { status: 401, meaning: "X-Chain-Token is malformed, tampered with or not signed by this marketplace." },
+  CHAIN_TOKEN_EXPIRED: { status: 401, meaning: "X-Chain-Token is older than 30 seconds; use the childToken of the latest chained response." },
   PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay." },
+  BUDGET_EXCEEDED: { status: 402, meaning: "The call costs more than the chain's remaining budget (or a root call more than its X-Chain-Budget); details.estimated, details.remaining, details.shortfall. Nothing was reserved." },
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
@@ -26,6 +31,8 @@ export const ErrorCodes = {
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
   RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
+  CHAIN_DISABLED: { status: 403, meaning: "The target agent does not accept chained calls, or not from this caller (its chain_blocked_callers or chain_allowed_callers)." },
+  AGENT_NOT_CHAINABLE: { status: 403, meaning: "The target agent cannot be called in a chain (reputation below 40)." },
   NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
   AGENT_NOT_FOUND: { status: 404, meaning: "The agent does not exist or is not active." },
   CAPABILITY_NOT_FOUND: { status: 404, meaning: "The capability id is not on the agent." },
@@ -34,6 +41,7 @@ export const ErrorCodes = {
   WITHDRAWAL_NOT_FOUND: { status: 404, meaning: "No withdrawal with this id." },
   DISPUTE_NOT_FOUND: { status: 404, meaning: "No dispute with this id." },
   WEBHOOK_NOT_FOUND: { status: 404, meaning: "No webhook with this id (or it belongs to another agent)." },
+  CHAIN_NOT_FOUND: { status: 404, meaning: "No chain with this id, or the chain has ended (its unspent budget was given back)." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
@@ -47,6 +55,7 @@ export const ErrorCodes = {
   WEBHOOK_LIMIT_REACHED: { status: 409, meaning: "An agent may have at most 5 webhooks." },
   DELIVERY_ALREADY_REQUEUED: { status: 409, meaning: "This dead-letter entry was already requeued (details.requeuedAt)." },
   RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
+  CHAIN_TIMEOUT: { status: 408, meaning: "The chain is older than its 5-minute limit; no more sub-calls are accepted." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
   PAYLOAD_TOO_LARGE: { status: 413, meaning: "The request body exceeds the documented limit (details.limitBytes)." },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
@@ -102,25 +111,25 @@ const envelope = <Tag extends string, C extends ErrorCode, A>(
 
 export class BadRequest extends Schema.TaggedError<BadRequest>()(
   "BadRequest",
-  fields("VALIDATION_ERROR", "INVALID_JSON")
+  fields("VALIDATION_ERROR", "INVALID_JSON", "DEPTH_LIMIT", "CIRCULAR_DEPENDENCY")
 ) {}
 export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.fields.code, 400)
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "CLIENT_ID_REQUIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 
@@ -143,6 +152,13 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
   )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)
+
+export class ChainTimeout extends Schema.TaggedError<ChainTimeout>()("ChainTimeout", fields("CHAIN_TIMEOUT")) {}
+export const ChainTimeoutResponse = envelope(ChainTimeout, "ChainTimeout", ChainTimeout.fields.code, 408)
+
+/** 402 for a chained call: the chain's budget, not a payment, falls short (no x402 challenge: nothing can be paid here). */
+export class BudgetExceeded extends Schema.TaggedError<BudgetExceeded>()("BudgetExceeded", fields("BUDGET_EXCEEDED")) {}
+export const BudgetExceededResponse = envelope(BudgetExceeded, "BudgetExceeded", BudgetExceeded.fields.code, 402)
 
 export class LengthRequired extends Schema.TaggedError<LengthRequired>()("LengthRequired", fields("LENGTH_REQUIRED")) {}
 export const LengthRequiredResponse = envelope(LengthRequired, "LengthRequired", LengthRequired.fields.code, 411)
@@ -217,6 +233,8 @@ export const ErrorClasses = [
   [Forbidden, ForbiddenResponse],
   [NotFound, NotFoundResponse],
   [Conflict, ConflictResponse],
+  [ChainTimeout, ChainTimeoutResponse],
+  [BudgetExceeded, BudgetExceededResponse],
   [LengthRequired, LengthRequiredResponse],
   [PayloadTooLarge, PayloadTooLargeResponse],
   [UnsupportedMediaType, UnsupportedMediaTypeResponse],

@@ -26,6 +26,17 @@ export const SettlementView = Schema.Struct({
 
 export const ExecutionStatus = Schema.Literal("pending", "completed", "failed", "timeout", "refunded")
 
+/** A chained call's place in its chain (spec section 2): the token in `childToken` pays for the caller's next sub-call. */
+export const ChainInfo = Schema.Struct({
+  chainId: Schema.String,
+  depth: Schema.Number,
+  remainingBudget: Schema.String,
+  childToken: Schema.String,
+  /** The root's response: the chain's status, and once it ended, the unspent budget refunded to the payer on chain. */
+  status: Schema.optional(Schema.String),
+  refunded: Schema.optional(Schema.String)
+}).annotations({ identifier: "ExecutionChain" })
+
 /** An execution as answered by POST /execute, the retry and GET /execute/:requestId. */
 export const ExecutionView = Schema.Struct({
   requestId: Schema.String,
@@ -38,7 +49,10 @@ export const ExecutionView = Schema.Struct({
   retryUntil: Schema.optional(Schema.String),
   error: Schema.optional(Schema.String),
   refund: Schema.optional(Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) })),
-  message: Schema.optional(Schema.String)
+  message: Schema.optional(Schema.String),
+  /** Chained calls (the root's included): the transaction id (tx_…) and the chain. */
+  transactionId: Schema.optional(Schema.String),
+  chain: Schema.optional(ChainInfo)
 }).annotations({ identifier: "Execution" })
 export type ExecutionView = typeof ExecutionView.Type
 

@@ -14,6 +14,7 @@ import { AgentsApi } from "./AgentsApi.js"
 import { DisputesApi, OperatorDisputesApi } from "./DisputesApi.js"
 import { WebhooksApi } from "./WebhooksApi.js"
 import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
+import { ChainsApi } from "./ChainsApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
@@ -24,6 +25,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(HealthApi)
   .add(AgentsApi)
   .add(ExecutionApi)
+  .add(ChainsApi)
   .add(PaymentsApi)
   .add(PlatformApi)
   .add(OperatorApi)

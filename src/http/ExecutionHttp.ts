@@ -65,8 +65,13 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
     const clientIds = yield* ClientIds
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
-        executions.execute(payload, { paymentHeader: headers["x-payment"], async: urlParams.async === "true" }).pipe(
-          Effect.tap((outcome) => paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))),
+        executions.execute(payload, {
+          paymentHeader: headers["x-payment"],
+          async: urlParams.async === "true",
+          chainBudget: headers["x-chain-budget"],
+          chainToken: headers["x-chain-token"]
+        }).pipe(
+          Effect.tap((outcome) => outcome.payment === null ? Effect.void : paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))),
           Effect.flatMap((outcome): Effect.Effect<
             { readonly success: true; readonly data: ExecutionView } | { readonly success: true; readonly data: typeof Accepted.Type },
             BadGateway | GatewayTimeout

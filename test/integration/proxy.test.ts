@@ -35,7 +35,8 @@ const appConfig = (dataDir: string, allowPrivateUrls: boolean, chainMode: ChainM
   paymentTimeoutSeconds: 120,
   agentCacheTtlMs: 30_000,
   clientIdSecret: Option.none(),
-  webhookSecretKey: Option.none()
+  webhookSecretKey: Option.none(),
+  chainTokenSecret: Option.none()
 })
 
 /** The real AgentProxy layer; `settings` are its environment (nothing is read from the process environment). */

@@ -29,6 +29,7 @@ const rpcSettings = (overrides: Record<string, string>) =>
         PROXY_SIGNING_KEY: signingKey,
         CLIENT_ID_SECRET: "rpc-mode-client-id-secret-0123456789abcdef",
         WEBHOOK_SECRET_KEY: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        CHAIN_TOKEN_SECRET: "rpc-mode-chain-token-secret-0123456789abcdef",
         BACKGROUND_WORKERS: "false",
         ...overrides
       }))
@@ -93,5 +94,10 @@ describe("CHAIN_RPC_URL mode", () => {
       noClientSecret.settings.delete("CLIENT_ID_SECRET")
       const withoutSecret = yield* Effect.exit(build(noClientSecret.settings))
       expect(String(Exit.isFailure(withoutSecret) ? withoutSecret.cause : "")).toMatch(/required: CLIENT_ID_SECRET/)
+      // Likewise the devnet's public chain-token key would let anyone mint chain tokens and spend others' budgets.
+      const noChainSecret = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
+      noChainSecret.settings.delete("CHAIN_TOKEN_SECRET")
+      const withoutChainSecret = yield* Effect.exit(build(noChainSecret.settings))
+      expect(String(Exit.isFailure(withoutChainSecret) ? withoutChainSecret.cause : "")).toMatch(/required: .*CHAIN_TOKEN_SECRET/)
     }), { timeout: 60_000 })
 })

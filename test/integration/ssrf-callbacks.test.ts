@@ -59,7 +59,8 @@ const appConfig = (allowPrivateUrls: boolean): AppConfigShape => ({
   paymentTimeoutSeconds: 120,
   agentCacheTtlMs: 30_000,
   clientIdSecret: Option.none(),
-  webhookSecretKey: Option.none()
+  webhookSecretKey: Option.none(),
+  chainTokenSecret: Option.none()
 })
 
 /**

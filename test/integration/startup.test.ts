@@ -182,7 +182,8 @@ const rpcSettings = {
   TREASURY_PRIVATE_KEY: `0x${"11".repeat(32)}`,
   OPERATOR_TOKEN: "startup-test-operator-token",
   CLIENT_ID_SECRET: "startup-test-client-id-secret-0123456789",
-  WEBHOOK_SECRET_KEY: "ab".repeat(32)
+  WEBHOOK_SECRET_KEY: "ab".repeat(32),
+  CHAIN_TOKEN_SECRET: "startup-test-chain-token-secret-0123456789"
 }
 
 /** anvil with its default chain id 31337: a chain that is not the one the service is configured for. */
@@ -217,7 +218,7 @@ describe.concurrent("a start-up failure is one message and exit code 1", () => {
 
   it("missing settings outside devnet", async () => {
     expect(await failsToStart({ DATA_DIR: "/nonexistent", CHAIN_RPC_URL: "http://127.0.0.1:1" })).toBe(
-      "agent marketplace could not start: configuration: CHAIN_RPC_URL is set, so these settings are required: USDC_ADDRESS, TREASURY_PRIVATE_KEY (or FACILITATOR_URL), OPERATOR_TOKEN, CLIENT_ID_SECRET, WEBHOOK_SECRET_KEY"
+      "agent marketplace could not start: configuration: CHAIN_RPC_URL is set, so these settings are required: USDC_ADDRESS, TREASURY_PRIVATE_KEY (or FACILITATOR_URL), OPERATOR_TOKEN, CLIENT_ID_SECRET, WEBHOOK_SECRET_KEY, CHAIN_TOKEN_SECRET"
     )
   })
 

@@ -20,6 +20,43 @@ export type Behaviour =
   | { readonly kind: "stall-body"; readonly ms: number }
   /** 500 for the first `n` calls made while this behaviour is set, then `then`. */
   | { readonly kind: "fail-times"; readonly n: number; readonly then: Behaviour }
+  /**
+   * An agent inside a chain: hires other agents through the marketplace at `baseUrl` with the X-Chain-Token it was sent
+   * (each of `calls` in order, or all at once when `concurrent`), then answers 200
+   * `{echo: input, requestId, calls: [{status, body}]}` (`status` 0 when the request itself failed).
+   */
+  | { readonly kind: "call-back"; readonly baseUrl: string; readonly calls: ReadonlyArray<ChainedCall>; readonly concurrent?: boolean }
+
+export interface ChainedCall {
+  /** The POST /api/v1/execute body. */
+  readonly body: unknown
+  /** The X-Chain-Token to send, from the one received (default: as received). */
+  readonly token?: (received: string) => string
+}
+
+/** What a call-back agent got back from the marketplace for one of its sub-calls. */
+export interface ChainedResult {
+  readonly status: number
+  readonly body: unknown
+}
+
+const callMarketplace = async (baseUrl: string, token: string, body: unknown): Promise<ChainedResult> => {
+  try {
+    const response = await fetch(`${baseUrl}/api/v1/execute`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-chain-token": token },
+      body: JSON.stringify(body)
+    })
+    const text = await response.text()
+    try {
+      return { status: response.status, body: JSON.parse(text) }
+    } catch {
+      return { status: response.status, body: text }
+    }
+  } catch (error) {
+    return { status: 0, body: String(error) }
+  }
+}
 
 export interface ReceivedCall {
   readonly method: string
@@ -144,6 +181,21 @@ export const startFakeAgent = async (initial: Behaviour = "echo"): Promise<FakeA
       case "redirect":
         res.writeHead(b.status ?? 302, { location: b.location, "content-length": "0" })
         return res.end()
+      case "call-back": {
+        const received = req.headers["x-chain-token"]
+        const token = typeof received === "string" ? received : ""
+        const send = (c: ChainedCall) => callMarketplace(b.baseUrl, c.token === undefined ? token : c.token(token), c.body)
+        const results = b.concurrent === true
+          ? Promise.all(b.calls.map(send))
+          : b.calls.reduce<Promise<Array<ChainedResult>>>(async (done, c) => [...(await done), await send(c)], Promise.resolve([]))
+        const body = call.body
+        const input = typeof body === "object" && body !== null && "input" in body ? body.input : undefined
+        const requestId = typeof body === "object" && body !== null && "requestId" in body ? body.requestId : undefined
+        void results.then((calls) => {
+          if (!res.destroyed) json(res, call, 200, { echo: input, requestId, calls })
+        })
+        return
+      }
       case "fail-times": {
         const seen = failures.get(b) ?? 0
         if (seen < b.n) {

@@ -15,7 +15,8 @@ const payload: ChainTokenPayload = {
   rw: "0x70997970c51812dc3a010c7d01b50e0d17dc79c8",
   sa: "2027-01-15T08:00:00.000Z",
   exp: now + CHAIN_TOKEN_TTL_MS,
-  cc: ["agent-a"]
+  cc: ["agent-a"],
+  pe: "req_0123456789abcdef"
 }
 
 describe("chain token", () => {

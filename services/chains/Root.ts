@@ -1,0 +1,215 @@
+// The root of a chain: a paid POST /execute with X-Chain-Budget. Checked before payment; its payment (the whole budget)
+// books the root's price into escrow and the rest into chain_budgets; it is settled before the root agent is called (a
+// budget is spent only once it is treasury money); the root agent gets X-Chain-Token for its sub-calls.
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect, Either, Option } from "effect"
+import { randomBytes, randomUUID } from "node:crypto"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
+import type { PaymentRequirements } from "../../layers/x402/requirements.js"
+import { CHAIN_TIMEOUT_MS, chainMachine } from "../../machines/chain.js"
+import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
+import { actionsOf, startMachine } from "../../machines/step.js"
+import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
+import { BadRequest, BudgetExceeded, Forbidden } from "../../src/domain/Errors.js"
+import { formatUsdc } from "../../src/domain/Money.js"
+import { Circuits } from "../circuits/Circuits.js"
+import { AgentCall } from "../executions/AgentCall.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Outbox } from "../outbox/Outbox.js"
+import { Payments } from "../payments/Payments.js"
+import { parseChainBudget } from "./budget.js"
+import { ChainsRepo } from "./Repo.js"
+import { ChainTokens } from "./Tokens.js"
+import { MAX_CHAIN_DEPTH } from "./token.js"
+
+/** A chain about to start: decided before payment, created with the root's reservation. */
+export interface RootPlan {
+  readonly chainId: string
+  readonly budget: bigint
+  readonly price: bigint
+  readonly maxDepth: number
+  readonly traceId: string
+  /** The root execution's span: its forwarded traceparent and the parent span of its sub-calls. */
+  readonly spanId: string
+}
+
+/** What a chained response carries (spec section 2, Execution result `chain`). */
+export interface ChainInfo {
+  readonly chainId: string
+  readonly depth: number
+  readonly remainingBudget: string
+  readonly childToken: string
+  readonly status?: string
+  readonly refunded?: string
+}
+
+export const newSpanId = () => randomBytes(8).toString("hex")
+
+export class ChainRoots extends Effect.Service<ChainRoots>()("chains/ChainRoots", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const tokens = yield* ChainTokens
+    const repo = yield* ChainsRepo
+    const ledger = yield* Ledger
+    const outbox = yield* Outbox
+    const host = yield* MachineHost
+    const payments = yield* Payments
+    const agentCall = yield* AgentCall
+    const circuits = yield* Circuits
+
+    /** The chain a request would start (none without X-Chain-Budget); every refusal before anything is paid. */
+    const admit = (header: string | undefined, agent: AgentRecord, price: bigint, async: boolean) =>
+      Effect.gen(function* () {
+        const budget = yield* Either.match(parseChainBudget(header), {
+          onLeft: (message) => Effect.fail(new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } })),
+          onRight: Effect.succeed
+        })
+        if (Option.isNone(budget)) return Option.none<RootPlan>()
+        if (async) {
+          const message = "a chain's root call is answered synchronously (no async=true, callbackUrl or webhookUrl)"
+          return yield* new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } })
+        }
+        if (!agent.chainSettings.chain_enabled) {
+          return yield* new Forbidden({
+            code: "CHAIN_DISABLED",
+            message: "the target agent has chaining disabled: it cannot spend a chain budget; call it without X-Chain-Budget",
+            details: { agentId: agent.id }
+          })
+        }
+        if (budget.value < price) {
+          return yield* new BudgetExceeded({
+            code: "BUDGET_EXCEEDED",
+            message: "the chain budget does not cover the root call itself; nothing was charged",
+            details: { estimated: formatUsdc(price), remaining: formatUsdc(budget.value), shortfall: formatUsdc(price - budget.value) }
+          })
+        }
+        return Option.some<RootPlan>({
+          chainId: randomUUID(),
+          budget: budget.value,
+          price,
+          maxDepth: Math.min(MAX_CHAIN_DEPTH, Math.max(1, agent.chainSettings.chain_max_depth)),
+          traceId: randomBytes(16).toString("hex"),
+          spanId: newSpanId()
+        })
+      })
+
+    /** The chain's rows, for the root's creation statement: budget booked, chain row, its machine and timer, chain.started. */
+    const statements = (plan: RootPlan, root: { readonly requestId: string; readonly paymentId: string; readonly payer: string; readonly agentId: string; readonly now: number }) =>
+      Effect.gen(function* () {
+        const start = startMachine(chainMachine, { deadline: root.now + CHAIN_TIMEOUT_MS })
+        const rest = plan.budget - plan.price
+        const hold = rest === 0n ? [] : (yield* ledger.transferStatements({
+          kind: "chain_budget_hold",
+          movements: [{ debit: Accounts.settlementReceivable, credit: Accounts.chainBudgets, amount: rest }],
+          paymentId: root.paymentId,
+          agentId: root.agentId,
+          subjectId: plan.chainId
+        }).pipe(Effect.orDie)).statements
+        return [
+          sql`INSERT INTO chains ${sql.insert({
+            id: plan.chainId,
+            rootExecutionId: root.requestId,
+            rootAgentId: root.agentId,
+            paymentId: root.paymentId,
+            payer: root.payer,
+            totalBudget: plan.budget.toString(),
+            remaining: rest.toString(),
+            maxDepth: plan.maxDepth,
+            status: start.state,
+            machineSnapshot: JSON.stringify(start.persisted),
+            traceId: plan.traceId,
+            startedAt: new Date(root.now),
+            updatedAt: new Date(root.now)
+          })}`,
+          ...hold,
+          ...actionsOf(start, "scheduleTimeout").map(({ at }) => scheduleStatement(sql, "chain", plan.chainId, { type: "TIMEOUT", at })),
+          historyStatement(sql, [{ machine: "chain", actorId: plan.chainId, event: { type: "STARTED" }, from: null, to: start.state, at: root.now }]),
+          outbox.emitStatement("chain.started", root.agentId, {
+            chainId: plan.chainId,
+            rootRequestId: root.requestId,
+            agentId: root.agentId,
+            totalBudget: formatUsdc(plan.budget),
+            remainingBudget: formatUsdc(rest),
+            maxDepth: plan.maxDepth
+          })
+        ]
+      })
+
+    /** A token for the root agent's sub-calls (depth 1), fresh for 30 seconds, naming the budget left now. */
+    const rootToken = (plan: RootPlan, root: { readonly requestId: string; readonly agentId: string; readonly payer: string; readonly startedAt: Date }) =>
+      Effect.gen(function* () {
+        const chain = Option.getOrThrow(yield* repo.find(plan.chainId).pipe(Effect.orDie))
+        const remaining = chain.remaining
+        const token = yield* tokens.issue({
+          cid: plan.chainId,
+          d: 1,
+          md: plan.maxDepth,
+          rb: formatUsdc(remaining),
+          tb: formatUsdc(plan.budget),
+          pa: root.agentId,
+          rw: root.payer,
+          sa: root.startedAt.toISOString(),
+          cc: [root.agentId],
+          pe: root.requestId,
+          tid: plan.traceId,
+          sid: plan.spanId
+        })
+        const info: ChainInfo = {
+          chainId: plan.chainId,
+          depth: 0,
+          remainingBudget: formatUsdc(remaining),
+          childToken: token,
+          status: chain.status,
+          ...(chain.refundAmount === null ? {} : { refunded: formatUsdc(chain.refundAmount) })
+        }
+        return { token, info }
+      })
+
+    /** Something in the chain answered: its machine ends the chain if nothing else can spend or give back budget. */
+    const check = (chainId: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => host.deliverNow("chain", chainId, { type: "CHECK", at })).pipe(Effect.asVoid)
+
+    /**
+     * Settles the whole budget, then calls the root agent with its token (never on money that did not arrive: a payment
+     * that failed or is still unsettled fails the call without calling the agent; its machine refunds or voids it).
+     */
+    const run = (plan: RootPlan, root: {
+      readonly requestId: string
+      readonly paymentId: string
+      readonly payment: VerifiedPayment
+      readonly requirements: PaymentRequirements
+      readonly agent: AgentRecord
+      readonly capability: Capability
+      readonly input: unknown
+      readonly startedAt: Date
+    }) =>
+      Effect.gen(function* () {
+        const settlement = yield* payments.settleOnChain(root.paymentId, root.payment, root.requirements)
+        const outcome = settlement.outcome
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* payments.recordIn(root.paymentId, settlement)
+            if (outcome._tag === "Settled") yield* host.deliver("chain", plan.chainId, { type: "FUNDED", at: yield* Clock.currentTimeMillis })
+          })
+        )
+        if (outcome._tag !== "Settled") {
+          const error = outcome._tag === "Failed"
+            ? `the chain's payment failed (${outcome.reason}); the agent was not called`
+            : "the chain's payment is not settled yet; the agent was not called and the payment is refunded once it settles"
+          yield* host.deliverNow("execution", root.requestId, { type: "AGENT_FAILED", at: yield* Clock.currentTimeMillis, timedOut: false, error, kind: "payment" })
+        } else {
+          const { token } = yield* rootToken(plan, { requestId: root.requestId, agentId: root.agent.id, payer: root.payment.payer, startedAt: root.startedAt })
+          const called = yield* agentCall.call({ id: root.requestId, input: root.input }, root.agent, root.capability, {
+            chainToken: token,
+            traceparent: `00-${plan.traceId}-${plan.spanId}-01`
+          })
+          yield* host.deliverNow("execution", root.requestId, called.event)
+          yield* circuits.observe(root.agent.id, root.agent.circuitState, called.success)
+        }
+        yield* check(plan.chainId)
+      }).pipe(Effect.withSpan("ChainRoots.run"))
+
+    return { admit, statements, run, rootToken, check } as const
+  }),
+  dependencies: [ChainTokens.Default, ChainsRepo.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Payments.Default, AgentCall.Default, Circuits.Default]
+}) {}
