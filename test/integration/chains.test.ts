@@ -8,10 +8,30 @@ import { CHAIN_TIMEOUT_MS } from "../../machines/chain.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Payments } from "../../services/payments/Payments.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
+import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import { type ChainedResult, fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { echoCapability, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+
+/** A webhook receiver on loopback that keeps the events it is sent (closed with the test's scope). */
+const chainEventReceiver = Effect.acquireRelease(
+  Effect.async<{ readonly url: string; readonly events: Array<{ event: string; data: { chainId?: string } }>; readonly server: http.Server }>((resume) => {
+    const events: Array<{ event: string; data: { chainId?: string } }> = []
+    const server = http.createServer((req, res) => {
+      let body = ""
+      req.on("data", (c: Buffer) => (body += c.toString("utf8")))
+      req.on("end", () => {
+        events.push(JSON.parse(body))
+        res.writeHead(204).end()
+      })
+    })
+    server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, events, server })))
+  }),
+  ({ server }) => Effect.sync(() => server.close())
+)
 
 const CALL = 11_000n // 0.001 platform fee + 0.01 basePrice per call
 
@@ -114,6 +134,10 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
       const C = yield* chainAgent(devAccount(3), c.url)
       a.setBehaviour({ kind: "call-back", baseUrl, calls: [echo(B, "from A")] })
       b.setBehaviour({ kind: "call-back", baseUrl, calls: [echo(C, "from B")] })
+      // The root agent's owner listens to its chain events.
+      const hook = yield* chainEventReceiver
+      const subscribed = yield* api("/api/v1/webhooks", { json: { agentId: A, url: hook.url, events: ["chain.*"] }, headers: yield* Effect.promise(() => walletAuth(devAccount(1), A)) })
+      expect(subscribed.status).toBe(201)
       const payer = devAccount(9)
       const before = yield* usdc(payer.address)
 
@@ -170,6 +194,12 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
       ]))
       expect(yield* ledgerCostOf(data.chain.chainId)).toBe(3n * CALL)
       expect(yield* eventsOf(data.chain.chainId)).toEqual(["chain.started", "chain.child_spawned", "chain.child_spawned", "chain.completed"])
+      // The same events reach the root agent's webhook (subscribed to chain.*), each once.
+      const dispatcher = yield* Dispatcher
+      yield* dispatcher.dispatchDue
+      yield* dispatcher.sendDue
+      expect(hook.events.map((e) => e.event).sort()).toEqual(["chain.child_spawned", "chain.child_spawned", "chain.completed", "chain.started"])
+      expect(hook.events.every((e) => e.data.chainId === data.chain.chainId)).toBe(true)
 
       // Only the root's outcome moves reputation; the hired agents are recorded, not scored.
       expect(yield* reputationOf(A)).toBe(51)
