@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type AgentCall, type AgentCallError, AgentProxy, BREAKER_OPTIONS, type BreakerChange } from "../../layers/AgentProxy.js"
 import { AppConfig, type AppConfigShape, type ChainMode } from "../../layers/Config.js"
+import { testAppConfig } from "../support/config.js"
 import { type FakeAgent, fakeAgent, type ReceivedCall } from "../support/agents.js"
 
 const RESET_TIMEOUT_MS = 300
@@ -17,27 +18,8 @@ const tempDir = Effect.acquireRelease(
   (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
 )
 
-const appConfig = (dataDir: string, allowPrivateUrls: boolean, chainMode: ChainMode): AppConfigShape => ({
-  port: 0,
-  host: "127.0.0.1",
-  databaseUrl: Option.none(),
-  dataDir,
-  chainMode,
-  chainRpcUrl: chainMode === "rpc" ? Option.some("http://127.0.0.1:8545") : Option.none(),
-  usdcAddress: Option.none(),
-  treasuryPrivateKey: Option.none(),
-  facilitatorUrl: Option.none(),
-  operatorToken: Option.none(),
-  allowPrivateUrls,
-  publicBaseUrl: "http://127.0.0.1:3000",
-  maxBodyBytes: 1024 * 1024,
-  paymentMinValiditySeconds: 6,
-  paymentTimeoutSeconds: 120,
-  agentCacheTtlMs: 30_000,
-  clientIdSecret: Option.none(),
-  webhookSecretKey: Option.none(),
-  chainTokenSecret: Option.none()
-})
+const appConfig = (dataDir: string, allowPrivateUrls: boolean, chainMode: ChainMode): AppConfigShape =>
+  testAppConfig({ dataDir, allowPrivateUrls, chainMode, chainRpcUrl: chainMode === "rpc" ? Option.some("http://127.0.0.1:8545") : Option.none() })
 
 /** The real AgentProxy layer; `settings` are its environment (nothing is read from the process environment). */
 const proxyLayer = (options: {

@@ -1,10 +1,11 @@
 // Callback SSRF by DNS rebinding: a callback name that resolves to a public address when checked and to 127.0.0.1 when connecting is refused at connect time.
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Schedule } from "effect"
+import { Effect, Layer, Schedule } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { AppConfig, type AppConfigShape } from "../../layers/Config.js"
+import { testAppConfig } from "../support/config.js"
 import { HostResolver, type ResolvedAddress } from "../../layers/outbound/HostResolver.js"
 import { OutboundPool } from "../../layers/outbound/Pool.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
@@ -41,27 +42,7 @@ const localListener = Effect.acquireRelease(
   ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
 )
 
-const appConfig = (allowPrivateUrls: boolean): AppConfigShape => ({
-  port: 0,
-  host: "127.0.0.1",
-  databaseUrl: Option.none(),
-  dataDir: "/nonexistent",
-  chainMode: "devnet",
-  chainRpcUrl: Option.none(),
-  usdcAddress: Option.none(),
-  treasuryPrivateKey: Option.none(),
-  facilitatorUrl: Option.none(),
-  operatorToken: Option.none(),
-  allowPrivateUrls,
-  publicBaseUrl: "http://127.0.0.1:3000",
-  maxBodyBytes: 1024 * 1024,
-  paymentMinValiditySeconds: 6,
-  paymentTimeoutSeconds: 120,
-  agentCacheTtlMs: 30_000,
-  clientIdSecret: Option.none(),
-  webhookSecretKey: Option.none(),
-  chainTokenSecret: Option.none()
-})
+const appConfig = (allowPrivateUrls: boolean): AppConfigShape => testAppConfig({ allowPrivateUrls })
 
 /**
  * The real Callbacks service over the test's database, with its own URL policy and a scripted resolver: the
