@@ -1,6 +1,7 @@
 // Chains in PostgreSQL: the chain row (with its machine), the facts its machine decides on, the one-statement budget
 // reservation and its give-back, and the executions of a chain for its tree and cost.
 import { SqlClient } from "@effect/sql"
+import { rowsOf } from "../sql/Rows.js"
 import { Effect, Option, Schema } from "effect"
 
 export const ChainStatus = Schema.Literal("pending", "running", "completed", "failed", "partial")
@@ -57,9 +58,9 @@ export const NodeRow = Schema.Struct({
 })
 export type NodeRow = typeof NodeRow.Type
 
-const decodeChains = Schema.decodeUnknown(Schema.Array(ChainRow))
+const chains = rowsOf(ChainRow)
 const decodeFacts = Schema.decodeUnknown(ChainFacts)
-const decodeNodes = Schema.decodeUnknown(Schema.Array(NodeRow))
+const nodeRows = rowsOf(NodeRow)
 
 /** The remaining budget after a reservation, and whether this reservation crossed the warning line. */
 export interface Reserved {
@@ -75,8 +76,6 @@ export const BUDGET_WARNING_DIVISOR = 5n
 export class ChainsRepo extends Effect.Service<ChainsRepo>()("chains/ChainsRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chains = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) =>
-      Effect.flatMap(query, (rows) => Effect.orDie(decodeChains(rows)))
 
     const find = (id: string) => Effect.map(chains(sql`SELECT * FROM chains WHERE id = ${id}`), (r) => Option.fromNullable(r[0]))
 
@@ -129,13 +128,13 @@ export class ChainsRepo extends Effect.Service<ChainsRepo>()("chains/ChainsRepo"
 
     /** Every execution of a chain, root first, then by depth and time. */
     const nodes = (chainId: string) =>
-      sql`
+      nodeRows(sql`
         SELECT e.id, e.transaction_id, e.agent_id::text AS agent_id, a.name AS agent_name, e.capability_id, e.status,
                s.status AS escrow_status, e.depth, e.parent_execution_id, e.price, e.platform_fee, e.agent_fee, e.platform_cut,
                e.agent_earnings, e.execution_time_ms, e.created_at, e.completed_at
         FROM executions e JOIN escrows s ON s.execution_id = e.id JOIN agents a ON a.id = e.agent_id
         WHERE e.chain_id = ${chainId}
-        ORDER BY e.depth, e.created_at, e.id`.pipe(Effect.flatMap((rows) => Effect.orDie(decodeNodes(rows))))
+        ORDER BY e.depth, e.created_at, e.id`)
 
     /** What this root agent's finished chains spent below the root, per depth (for budget-check estimates). */
     const spentByDepth = (rootAgentId: string, limit: number) =>

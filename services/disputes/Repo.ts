@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import { rowsOf } from "../sql/Rows.js"
 
 export const DisputeStatus = Schema.Literal("open", "escalated", "resolved_agent", "resolved_client", "resolved_split")
 export type DisputeStatus = typeof DisputeStatus.Type
@@ -61,13 +62,9 @@ export interface DisputeSummary {
   readonly lost: number
 }
 
-const decode = <A, I>(schema: Schema.Schema<A, I>) => {
-  const rows = Schema.decodeUnknown(Schema.Array(schema))
-  return <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(query, (r) => Effect.orDie(rows(r)))
-}
-const disputes = decode(DisputeRow)
-const evidenceRows = decode(EvidenceRow)
-const timelineRows = decode(TimelineRow)
+const disputes = rowsOf(DisputeRow)
+const evidenceRows = rowsOf(EvidenceRow)
+const timelineRows = rowsOf(TimelineRow)
 
 export class DisputesRepo extends Effect.Service<DisputesRepo>()("disputes/Repo", {
   effect: Effect.gen(function* () {

@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import { rowsOf } from "../sql/Rows.js"
 
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
@@ -39,13 +40,9 @@ export const DeadLetterRow = Schema.Struct({
   createdAt: Schema.DateFromSelf
 })
 
-const decoder = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return <E, R>(q: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(q, (r) => Effect.orDie(decode(r)))
-}
-const deliveries = decoder(DeliveryRow)
-const attempts = decoder(AttemptRow)
-const deadLetters = decoder(DeadLetterRow)
+const deliveries = rowsOf(DeliveryRow)
+const attempts = rowsOf(AttemptRow)
+const deadLetters = rowsOf(DeadLetterRow)
 
 export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/DeliveriesRepo", {
   effect: Effect.gen(function* () {

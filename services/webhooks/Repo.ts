@@ -1,6 +1,7 @@
 // Webhook subscriptions in PostgreSQL: rows (secret encrypted), per-agent lists, changes under the row's lock.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
+import { rowsOf } from "../sql/Rows.js"
 
 export const SubscriptionRow = Schema.Struct({
   id: Schema.String,
@@ -16,12 +17,11 @@ export const SubscriptionRow = Schema.Struct({
   updatedAt: Schema.DateFromSelf
 })
 export type SubscriptionRow = typeof SubscriptionRow.Type
-const decodeRows = Schema.decodeUnknown(Schema.Array(SubscriptionRow))
+const rows = rowsOf(SubscriptionRow)
 
 export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("webhooks/Repo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const rows = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(query, (r) => Effect.orDie(decodeRows(r)))
 
     const find = (id: string) =>
       Effect.map(rows(sql`SELECT * FROM webhook_subscriptions WHERE id = ${id} AND deleted_at IS NULL`), (r) => Option.fromNullable(r[0]))

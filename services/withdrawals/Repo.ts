@@ -1,6 +1,7 @@
 // Withdrawals in PostgreSQL: the row (with its machine snapshot), locks, lists and the pending payouts' lease.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
+import { rowsOf } from "../sql/Rows.js"
 
 export const WithdrawalRow = Schema.Struct({
   id: Schema.String,
@@ -19,12 +20,11 @@ export const WithdrawalRow = Schema.Struct({
   completedAt: Schema.NullOr(Schema.DateFromSelf)
 })
 export type WithdrawalRow = typeof WithdrawalRow.Type
-const decodeRows = Schema.decodeUnknown(Schema.Array(WithdrawalRow))
+const rows = rowsOf(WithdrawalRow)
 
 export class WithdrawalsRepo extends Effect.Service<WithdrawalsRepo>()("withdrawals/Repo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const rows = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) => Effect.flatMap(query, (r) => Effect.orDie(decodeRows(r)))
     const first = (r: ReadonlyArray<WithdrawalRow>) => Option.fromNullable(r[0])
 
     const find = (id: string) => Effect.map(rows(sql`SELECT *, block_number::text AS block_number FROM withdrawals WHERE id = ${id}`), first)
