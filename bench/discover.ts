@@ -16,18 +16,16 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
-import { Pool } from "undici"
 import { startDevnet } from "../layers/devnet/anvil.js"
 import { freePort, startEmbeddedPostgres } from "../layers/embeddedPostgres.js"
 import { Discovery } from "../services/discovery/Discovery.js"
 import { DiscoverParams, SearchParams } from "../src/domain/Discovery.js"
 import { agentRow } from "../test/fixtures/catalogue/seed.js"
-import { queries } from "../test/fixtures/catalogue/queries.js"
 import { prng, syntheticAgent } from "./lib/catalogue.js"
 import { baseEnv, cleanupAll, installSignalHandlers, onCleanup, spawnChild } from "./lib/children.js"
-import { cpuMs, treeCpuMs } from "./lib/proc.js"
-import { percentile } from "./lib/load.js"
+import { discoverWorkload as workload, type Kind } from "./lib/discoverWorkload.js"
+import { cpuMs, postgresCpuMs, postmasterPid } from "./lib/proc.js"
+import { percentile, runClosedLoop } from "./lib/load.js"
 
 const intEnv = (name: string, fallback: number) => {
   const raw = process.env[name]
@@ -54,47 +52,6 @@ const log = (line: string) => console.log(line)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const f1 = (n: number) => n.toFixed(1)
 
-// ---------------------------------------------------------------------------------------------------------------
-// the workloads: deterministic request lists per kind
-
-type Kind = keyof typeof TARGETS
-
-const POPULAR_TAGS = ["translation", "weather", "finance", "images", "nlp", "code", "data", "legal", "speech", "ecommerce", "summarization", "security"]
-const WORDS = ["translate", "weather", "invoice", "summarize", "image", "code review", "stock", "speech", "pdf", "sentiment", "fraud", "legal contract", "resume", "ocr", "forecast", "crypto"]
-
-const discoverFilters = (random: () => number): Record<string, string> => {
-  const p: Record<string, string> = {}
-  if (random() < 0.5) p["tags"] = random() < 0.7 ? pickOne(random, POPULAR_TAGS) : `${pickOne(random, POPULAR_TAGS)},${pickOne(random, POPULAR_TAGS)}`
-  if (random() < 0.4) p["maxPrice"] = pickOne(random, ["0.001", "0.005", "0.01", "0.05", "0.5"])
-  if (random() < 0.4) p["minReputation"] = pickOne(random, ["40", "60", "70", "80", "90"])
-  if (random() < 0.2) p["minHealth"] = pickOne(random, ["0", "0.5", "0.9"])
-  if (random() < 0.25) p["chainable"] = "true"
-  if (random() < 0.15) p["capability"] = pickOne(random, ["translate", "detect", "extract", "forecast", "summar", "review"])
-  p["limit"] = pickOne(random, ["10", "10", "20", "50"])
-  p["offset"] = pickOne(random, ["0", "0", "0", "10", "20", "50", "100", "500"])
-  return p
-}
-
-const pickOne = <A>(random: () => number, items: ReadonlyArray<A>): A => items[Math.floor(random() * items.length)] as A
-
-const workload = (kind: Kind, n: number, seed: number): ReadonlyArray<string> => {
-  const random = prng(seed)
-  return Array.from({ length: n }, () => {
-    switch (kind) {
-      case "filters":
-        return `/api/v1/discover?${new URLSearchParams(discoverFilters(random))}`
-      case "text": {
-        const p = random() < 0.5 ? discoverFilters(random) : { limit: "10", offset: pickOne(random, ["0", "0", "10", "20"]) }
-        return `/api/v1/discover?${new URLSearchParams({ ...p, q: pickOne(random, WORDS) })}`
-      }
-      case "search":
-        return `/api/v1/discover/search?${new URLSearchParams({ query: pickOne(random, queries).query, limit: "10" })}`
-    }
-  })
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// closed-loop GET load
 
 interface Result {
   readonly kind: Kind
@@ -110,36 +67,11 @@ interface Result {
   readonly postgresCpuMsPerRequest: number
 }
 
+/** GET every path once, `concurrency` at a time (the shared closed-loop generator); any non-200 is an error. */
 const runGets = async (origin: string, paths: ReadonlyArray<string>, concurrency: number) => {
-  const pool = new Pool(origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 60_000 })
-  const latencies = new Float64Array(paths.length)
-  let next = 0
-  let done = 0
-  let errors = 0
-  const samples: Array<string> = []
-  const worker = async () => {
-    for (;;) {
-      const i = next++
-      const p = paths[i]
-      if (p === undefined) return
-      const started = performance.now()
-      const response = await pool.request({ path: p, method: "GET", headersTimeout: 30_000, bodyTimeout: 30_000 })
-      const text = await response.body.text()
-      latencies[done++] = performance.now() - started
-      if (response.statusCode !== 200) {
-        errors++
-        if (samples.length < 3) samples.push(`${p}: HTTP ${response.statusCode} ${text.slice(0, 300)}`)
-      }
-    }
-  }
-  const started = performance.now()
-  try {
-    await Promise.all(Array.from({ length: concurrency }, worker))
-  } finally {
-    await pool.close()
-  }
-  for (const s of samples) log(`  error: ${s}`)
-  return { latencies, wallMs: performance.now() - started, errors }
+  const run = await runClosedLoop({ origin, path: "/", jobs: paths.map((p) => ({ headers: {}, path: p })), concurrency, check: () => undefined, timeoutMs: 30_000 })
+  for (const s of run.errorSamples.slice(0, 3)) log(`  error: ${s}`)
+  return { latencies: run.latenciesMs, wallMs: run.wallMs, errors: run.errors }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -166,33 +98,6 @@ const clientOptions = {
   transformResultNames: Str.snakeToCamel,
   transformJson: false
 } as const
-
-/**
- * CPU (ms) of PostgreSQL: its live processes plus what its exited children used (the postmaster's cutime + cstime), so
- * that an autovacuum or parallel worker ending during a phase does not take its CPU out of the sum.
- */
-const postgresCpuMs = (pid: number) => {
-  const text = (() => {
-    try {
-      return readFileSync(`/proc/${pid}/stat`, "utf8")
-    } catch {
-      return ""
-    }
-  })()
-  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
-  const reaped = ((Number(fields[13] ?? 0) + Number(fields[14] ?? 0)) * 1000) / CLOCK_TICKS
-  return treeCpuMs(pid) + reaped
-}
-const CLOCK_TICKS = (() => {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
-
-const postmasterPid = async (dataDir: string) =>
-  Number((await readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => "0")).split("\n")[0])
 
 // ---------------------------------------------------------------------------------------------------------------
 // plans: run a service call with every statement it executes also run under EXPLAIN (ANALYZE, BUFFERS)
@@ -238,7 +143,7 @@ const main = async () => {
     const pg = await startEmbeddedPostgres({ databaseDir: pgDir, persistent: false, database: "marketplace" })
     onCleanup("postgres", () => Promise.race([pg.stop(), sleep(10_000)]).then(() => undefined))
     databaseUrl = pg.url
-    pgPid = await postmasterPid(pg.databaseDir)
+    pgPid = postmasterPid(pg.databaseDir)
   }
 
   log("starting the service (runs the migrations)…")

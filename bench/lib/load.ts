@@ -3,7 +3,10 @@ import { Pool } from "undici"
 
 export interface Job {
   readonly headers: Record<string, string>
-  readonly body: string
+  /** A POST body; without one the job is a GET. */
+  readonly body?: string
+  /** The job's own path (default: the run's `path`). */
+  readonly path?: string
 }
 
 export interface RunResult {
@@ -17,7 +20,7 @@ export interface RunResult {
 }
 
 /**
- * Sends every job once (POST `path`), `concurrency` at a time; `check` returns a problem description for a bad answer
+ * Sends every job once (POST `path` with its body, or GET its own path), `concurrency` at a time; `check` returns a problem description for a bad answer
  * (non-2xx is always one).
  */
 export const runClosedLoop = async (options: {
@@ -47,10 +50,10 @@ export const runClosedLoop = async (options: {
       const started = performance.now()
       try {
         const response = await pool.request({
-          path: options.path,
-          method: "POST",
-          headers: { "content-type": "application/json", ...job.headers },
-          body: job.body,
+          path: job.path ?? options.path,
+          ...(job.body === undefined
+            ? { method: "GET" as const, headers: job.headers }
+            : { method: "POST" as const, headers: { "content-type": "application/json", ...job.headers }, body: job.body }),
           headersTimeout: options.timeoutMs ?? 60_000,
           bodyTimeout: options.timeoutMs ?? 60_000
         })

@@ -124,3 +124,18 @@ export class RssSampler {
     return Object.fromEntries(this.peaks)
   }
 }
+
+/**
+ * CPU (ms) of PostgreSQL: its live processes plus what its exited children used (the postmaster's cutime + cstime), so
+ * that an autovacuum or parallel worker ending during a phase does not take its CPU out of the sum.
+ */
+export const postgresCpuMs = (postmasterPid: number): number => {
+  const text = readText(`/proc/${postmasterPid}/stat`) ?? ""
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ")
+  const reaped = ((Number(fields[13] ?? 0) + Number(fields[14] ?? 0)) * 1000) / clockTicks
+  return treeCpuMs(postmasterPid) + reaped
+}
+
+/** The postmaster's pid from its data directory (0 when it is not running). */
+export const postmasterPid = (dataDir: string): number =>
+  Number((readText(`${dataDir}/postmaster.pid`) ?? "0").split("\n")[0])
