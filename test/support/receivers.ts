@@ -21,11 +21,15 @@ export interface Receiver {
   hold: ((received: Received) => void) | undefined
 }
 
-/** A receiver on 127.0.0.1 answering `statuses` in turn (the last one from then on); closed with the scope. */
-export const receiver = (statuses: ReadonlyArray<number> = [200]) =>
+/**
+ * A receiver on 127.0.0.1 answering `statuses` in turn (the last one from then on), or the status `statuses` picks for
+ * each post; closed with the scope.
+ */
+export const receiver = (statuses: ReadonlyArray<number> | ((received: Received) => number) = [200]) =>
   Effect.acquireRelease(
     Effect.async<Receiver & { readonly server: http.Server }>((resume) => {
-      const state: Receiver & { server: http.Server | undefined } = { url: "", received: [], answer: [...statuses], hold: undefined, server: undefined }
+      const pick = typeof statuses === "function" ? statuses : undefined
+      const state: Receiver & { server: http.Server | undefined } = { url: "", received: [], answer: typeof statuses === "function" ? [] : [...statuses], hold: undefined, server: undefined }
       const server = http.createServer((req, res) => {
         let body = ""
         req.on("data", (c: Buffer) => (body += c.toString("utf8")))
@@ -33,7 +37,7 @@ export const receiver = (statuses: ReadonlyArray<number> = [200]) =>
           const got = { headers: req.headers, body }
           state.received.push(got)
           if (state.hold !== undefined) return state.hold(got)
-          const status = (state.answer.length > 1 ? state.answer.shift() : state.answer[0]) ?? 200
+          const status = pick?.(got) ?? (state.answer.length > 1 ? state.answer.shift() : state.answer[0]) ?? 200
           res.writeHead(status, { "content-type": "text/plain" }).end(status < 300 ? "ok" : "receiver down")
         })
       })
