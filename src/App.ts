@@ -12,7 +12,6 @@ import { AgentProxy } from "../layers/AgentProxy.js"
 import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
 import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
-import { Callbacks, CallbacksWorkerLive } from "../services/executions/Callbacks.js"
 import { Chains } from "../services/chains/Chains.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
@@ -54,7 +53,7 @@ export const OperatorTokenLive = Layer.effect(
 )
 
 /** Domain services and background workers on top of the database and the given chain layer. */
-/** Background workers (timers, settlement recovery, refunds, callbacks, probes); BACKGROUND_WORKERS=false leaves them to be driven by hand (tests). */
+/** Background workers (timers, settlement recovery, refunds, webhooks and callbacks, probes); BACKGROUND_WORKERS=false leaves them to be driven by hand (tests). */
 const WorkersLive = Layer.unwrapEffect(
   Effect.map(Config.boolean("BACKGROUND_WORKERS").pipe(Config.withDefault(true)), (enabled) =>
     enabled
@@ -63,7 +62,6 @@ const WorkersLive = Layer.unwrapEffect(
         TimersWorkerLive(),
         TreasuryWorkerLive,
         ReconciliationWorkerLive,
-        CallbacksWorkerLive,
         HealthProbesLive,
         RateLimitPruneLive,
         UsedSignaturesPruneLive,
@@ -111,7 +109,6 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         TreasuryWorker.Default,
         Reconciliation.Default,
         Circuits.Default,
-        Callbacks.Default,
         Reputation.Default,
         RateLimits.Default,
         Ledger.Default,

@@ -15,7 +15,7 @@ import { newEscrowId, newId, newTransactionId } from "../../src/domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
 import { batch } from "../sql/Batch.js"
-import { Callbacks } from "./Callbacks.js"
+import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
@@ -80,7 +80,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const host = yield* MachineHost
     const circuits = yield* Circuits
     const rateLimits = yield* RateLimits
-    const callbacks = yield* Callbacks
+    const callbacks = yield* ExecutionCallbacks
     const repo = yield* ExecutionsRepo
     const agentCall = yield* AgentCall
     const check = yield* prepare
@@ -207,8 +207,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
             amount: formatUsdc(verified.amount),
             payer: verified.payer,
             ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainId: plan.chainId }) })
-          }),
-          ...(callbackUrl === undefined ? [] : [callbacks.armStatement(requestId, callbackUrl)])
+          })
         ]).pipe(
           Effect.as({ paymentId }),
           Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> =>
@@ -257,7 +256,9 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const row = yield* load(id)
         if (Option.isNone(row)) return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${id}` })
         const reveal = paymentHeader !== undefined && sha256(paymentHeader.trim()) === row.value.headerSha256
-        return View.forClient(row.value, reveal)
+        const view = View.forClient(row.value, reveal)
+        const callback = reveal && row.value.callbackUrl !== null ? yield* Effect.orDie(callbacks.status(id)) : Option.none()
+        return Option.match(callback, { onNone: () => view, onSome: (c): ExecutionView => ({ ...view, callback: c }) })
       })
 
     /** Re-runs a failed or timed-out execution on its original payment (authorised by the same X-PAYMENT). */
@@ -296,5 +297,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, Callbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default]
 }) {}

@@ -6,7 +6,7 @@ import { type ExecutionContext, type ExecutionEvent, executionMachine, execution
 import type { MachineSpec } from "../../machines/Host.js"
 import { isPersistedSnapshot, type PersistedSnapshot, type Step } from "../../machines/step.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { Callbacks } from "./Callbacks.js"
+import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { RefundsRepo } from "../refunds/Repo.js"
@@ -58,7 +58,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const outbox = yield* Outbox
     const reputation = yield* Reputation
     const refunds = yield* RefundsRepo
-    const callbacks = yield* Callbacks
+    const callbacks = yield* ExecutionCallbacks
 
     /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
     const moveEscrow = (row: ExecutionRow, kind: string, status: EscrowStatus, at: number, movements: ReadonlyArray<Movement>) =>
@@ -236,5 +236,5 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     }
     return { spec } as const
   }),
-  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Reputation.Default, RefundsRepo.Default, Callbacks.Default]
+  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Reputation.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
 }) {}

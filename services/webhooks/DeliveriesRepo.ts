@@ -1,4 +1,5 @@
 // Webhook deliveries in PostgreSQL: rows with their machine snapshot, attempts, dead letters, the due-delivery lease.
+// A delivery's target is a subscription or an execution's callback URL (services/webhooks/Targets.ts signs each).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { newId } from "../../src/domain/Ids.js"
@@ -6,19 +7,28 @@ import { rowsOf } from "../sql/Rows.js"
 
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
-  subscriptionId: Schema.String,
+  target: Schema.Literal("subscription", "callback"),
+  /** Set for a subscription's delivery. */
+  subscriptionId: Schema.NullOr(Schema.String),
+  /** Set for an execution's callback, with the URL it posts to. */
+  executionId: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
   eventId: Schema.String,
   eventType: Schema.String,
   body: Schema.String,
-  status: Schema.Literal("pending", "delivered", "dead"),
+  status: Schema.Literal("pending", "delivered", "dead", "superseded"),
   machineSnapshot: Schema.Unknown,
   attemptCount: Schema.Number,
   responseStatus: Schema.NullOr(Schema.Number),
+  nextAttemptAt: Schema.DateFromSelf,
   requeuedFrom: Schema.NullOr(Schema.String),
   deliveredAt: Schema.NullOr(Schema.DateFromSelf),
   createdAt: Schema.DateFromSelf
 })
 export type DeliveryRow = typeof DeliveryRow.Type
+
+/** A subscription's delivery as its owner lists it (never superseded: only callbacks are). */
+export const SubscriptionDeliveryRow = Schema.Struct({ ...DeliveryRow.fields, status: Schema.Literal("pending", "delivered", "dead") })
 
 export const AttemptRow = Schema.Struct({
   id: Schema.String,
@@ -41,8 +51,17 @@ export const DeadLetterRow = Schema.Struct({
 })
 
 const deliveries = rowsOf(DeliveryRow)
+const subscriptionDeliveries = rowsOf(SubscriptionDeliveryRow)
 const attempts = rowsOf(AttemptRow)
 const deadLetters = rowsOf(DeadLetterRow)
+
+export interface NewDelivery {
+  readonly eventId: string
+  readonly eventType: string
+  readonly body: string
+  readonly snapshot: unknown
+  readonly at: Date
+}
 
 export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/DeliveriesRepo", {
   effect: Effect.gen(function* () {
@@ -50,23 +69,43 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
     const find = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id}`), (r) => Option.fromNullable(r[0]))
     const lock = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
 
-    const insert = (row: { readonly subscriptionId: string; readonly eventId: string; readonly eventType: string; readonly body: string; readonly snapshot: unknown; readonly at: Date; readonly requeuedFrom?: string }) =>
+    const row = (id: string, d: NewDelivery) => ({
+      id,
+      eventId: d.eventId,
+      eventType: d.eventType,
+      body: d.body,
+      status: "pending",
+      machineSnapshot: JSON.stringify(d.snapshot),
+      nextAttemptAt: d.at,
+      createdAt: d.at
+    })
+
+    /** One delivery of an event to a subscription (none when that event already has one there). */
+    const insert = (d: NewDelivery & { readonly subscriptionId: string; readonly requeuedFrom?: string }) =>
       Effect.gen(function* () {
         const id = newId("del")
         const inserted = yield* sql`INSERT INTO webhook_deliveries ${sql.insert({
-          id,
-          subscriptionId: row.subscriptionId,
-          eventId: row.eventId,
-          eventType: row.eventType,
-          body: row.body,
-          status: "pending",
-          machineSnapshot: JSON.stringify(row.snapshot),
-          nextAttemptAt: row.at,
-          requeuedFrom: row.requeuedFrom ?? null,
-          createdAt: row.at
+          ...row(id, d),
+          target: "subscription",
+          subscriptionId: d.subscriptionId,
+          requeuedFrom: d.requeuedFrom ?? null
         })} ON CONFLICT DO NOTHING RETURNING id`
         return inserted.length === 0 ? Option.none<string>() : Option.some(id)
       })
+
+    /** A post of an execution's result to its callback URL (read from the execution, in the caller's transaction). */
+    const insertCallback = (executionId: string, d: NewDelivery) =>
+      sql`INSERT INTO webhook_deliveries (id, target, execution_id, url, event_id, event_type, body, status, machine_snapshot, next_attempt_at, created_at)
+          SELECT ${newId("del")}, 'callback', id, callback_url, ${d.eventId}, ${d.eventType}, ${d.body}, 'pending', ${JSON.stringify(d.snapshot)},
+                 ${d.at}, ${d.at}
+          FROM executions WHERE id = ${executionId} AND callback_url IS NOT NULL`.pipe(Effect.asVoid)
+
+    /** The newest callback delivery of an execution. */
+    const latestCallback = (executionId: string) =>
+      Effect.map(
+        deliveries(sql`SELECT * FROM webhook_deliveries WHERE execution_id = ${executionId} ORDER BY seq DESC LIMIT 1`),
+        (r) => Option.fromNullable(r[0])
+      )
 
     /** Claims due deliveries for `leaseMs` (several processes never post the same attempt at once). */
     const claimDue = (now: number, leaseMs: number, limit: number) =>
@@ -89,7 +128,7 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
       })} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`.pipe(Effect.asVoid)
 
     const bySubscription = (subscriptionId: string, limit: number, offset: number) =>
-      deliveries(sql`SELECT * FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`)
+      subscriptionDeliveries(sql`SELECT * FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`)
     const attemptsOf = (deliveryId: string) => attempts(sql`SELECT * FROM webhook_attempts WHERE delivery_id = ${deliveryId} ORDER BY attempt_number`)
     const deadLettersOf = (subscriptionId: string, limit: number, offset: number) =>
       Effect.all({
@@ -99,6 +138,6 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
     const lockDeadLetter = (id: string) =>
       Effect.map(deadLetters(sql`SELECT * FROM webhook_dead_letters WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
 
-    return { find, lock, insert, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
+    return { find, lock, insert, insertCallback, latestCallback, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
   })
 }) {}

@@ -1,5 +1,6 @@
-// How the host runs a webhook delivery's machine: the subscription's failure count (disabled after 10 in a row), the
-// dead-letter entry, and the retry time saved with the snapshot (the sender's lease column is the machine's timer).
+// How the host runs a delivery's machine: a subscription's failure count (disabled after 10 in a row; a callback has no
+// subscription to count or disable), the dead-letter entry, and the retry time saved with the snapshot (the sender's
+// lease column is the machine's timer).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { MachineSpec } from "../../machines/Host.js"
@@ -24,7 +25,9 @@ export class DeliveryMachine extends Effect.Service<DeliveryMachine>()("webhooks
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : startMachine(deliveryMachine, {}).persisted),
       actions: {
         countOutcome: ({ success }, { row, event }) =>
-          success
+          row.subscriptionId === null
+            ? Effect.void
+            : success
             ? sql`UPDATE webhook_subscriptions SET failure_count = 0, last_success = ${new Date(event.at)} WHERE id = ${row.subscriptionId}`.pipe(Effect.asVoid)
             : sql`UPDATE webhook_subscriptions SET failure_count = failure_count + 1, last_failure = ${new Date(event.at)},
                   is_active = is_active AND failure_count + 1 < ${DISABLE_AFTER_FAILURES} WHERE id = ${row.subscriptionId}`.pipe(Effect.asVoid),
@@ -42,10 +45,10 @@ export class DeliveryMachine extends Effect.Service<DeliveryMachine>()("webhooks
       save: (id, _row, step, event) => {
         const context = step.snapshot.context
         return sql`UPDATE webhook_deliveries SET ${sql.update({
-          status: step.state === "delivered" || step.state === "dead" ? step.state : "pending",
+          status: step.state === "delivered" || step.state === "dead" || step.state === "superseded" ? step.state : "pending",
           machineSnapshot: JSON.stringify(step.persisted),
           attemptCount: context.attempts,
-          responseStatus: event.status,
+          ...(event.type === "SUPERSEDED" ? {} : { responseStatus: event.status }),
           ...(step.state === "pending" && context.nextAttemptAt !== null ? { nextAttemptAt: new Date(context.nextAttemptAt) } : {}),
           ...(event.type === "DELIVERED" ? { deliveredAt: new Date(event.at) } : {})
         })} WHERE id = ${id}`.pipe(Effect.asVoid)

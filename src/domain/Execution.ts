@@ -37,6 +37,20 @@ export const ChainInfo = Schema.Struct({
   refunded: Schema.optional(Schema.String)
 }).annotations({ identifier: "ExecutionChain" })
 
+/** How the newest post to an execution's callback URL went (GET /execute/:requestId with the payment header). */
+export const CallbackView = Schema.Struct({
+  deliveryId: Schema.String,
+  event: Schema.String,
+  status: Schema.Literal("pending", "delivered", "dead", "superseded"),
+  attempts: Schema.Number,
+  lastResponseStatus: Schema.NullOr(Schema.Number),
+  lastAttemptAt: Schema.optional(Schema.String),
+  lastError: Schema.optional(Schema.String),
+  nextAttemptAt: Schema.optional(Schema.String),
+  deliveredAt: Schema.optional(Schema.String)
+}).annotations({ identifier: "ExecutionCallback" })
+export type CallbackView = typeof CallbackView.Type
+
 /** An execution as answered by POST /execute, the retry and GET /execute/:requestId. */
 export const ExecutionView = Schema.Struct({
   requestId: Schema.String,
@@ -52,7 +66,9 @@ export const ExecutionView = Schema.Struct({
   message: Schema.optional(Schema.String),
   /** Chained calls (the root's included): the transaction id (tx_…) and the chain. */
   transactionId: Schema.optional(Schema.String),
-  chain: Schema.optional(ChainInfo)
+  chain: Schema.optional(ChainInfo),
+  /** Executions with a callbackUrl/webhookUrl, for the holder of the payment header: how the result post went. */
+  callback: Schema.optional(CallbackView)
 }).annotations({ identifier: "Execution" })
 export type ExecutionView = typeof ExecutionView.Type
 

@@ -1,4 +1,5 @@
-// Callback SSRF by DNS rebinding: a callback name that resolves to a public address when checked and to 127.0.0.1 when connecting is refused at connect time.
+// Callback SSRF by DNS rebinding: a callback name that resolves to a public address when checked and to 127.0.0.1 when
+// connecting is refused at connect time. Callbacks are webhook deliveries (target 'callback'), posted by the one sender.
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Schedule } from "effect"
@@ -9,7 +10,11 @@ import { testAppConfig } from "../support/config.js"
 import { HostResolver, type ResolvedAddress } from "../../layers/outbound/HostResolver.js"
 import { OutboundPool } from "../../layers/outbound/Pool.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
-import { Callbacks } from "../../services/executions/Callbacks.js"
+import { DeliveriesRepo } from "../../services/webhooks/DeliveriesRepo.js"
+import { WebhooksRepo } from "../../services/webhooks/Repo.js"
+import { WebhookSecrets } from "../../services/webhooks/Secrets.js"
+import { Sender } from "../../services/webhooks/Sender.js"
+import { DeliveryTargets } from "../../services/webhooks/Targets.js"
 import { fakeAgent } from "../support/agents.js"
 import { devAccount } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
@@ -45,10 +50,10 @@ const localListener = Effect.acquireRelease(
 const appConfig = (allowPrivateUrls: boolean): AppConfigShape => testAppConfig({ allowPrivateUrls })
 
 /**
- * The real Callbacks service over the test's database, with its own URL policy and a scripted resolver: the
- * resolver answers the n-th lookup of a name with `answers[n]` (the last one repeats) and records every lookup.
+ * The real sender over the test's database (and the app's machine host), with its own URL policy and a scripted
+ * resolver: the resolver answers the n-th lookup of a name with `answers[n]` (the last one repeats) and records every lookup.
  */
-const scriptedCallbacks = (sql: SqlClient.SqlClient, allowPrivateUrls: boolean, answers: ReadonlyArray<string>) => {
+const scriptedSender = (sql: SqlClient.SqlClient, allowPrivateUrls: boolean, answers: ReadonlyArray<string>) => {
   const lookups: Array<string> = []
   const resolver = HostResolver.make({
     lookup: (hostname: string): Promise<ReadonlyArray<ResolvedAddress>> => {
@@ -57,8 +62,9 @@ const scriptedCallbacks = (sql: SqlClient.SqlClient, allowPrivateUrls: boolean, 
       return Promise.resolve([{ address, family: 4 }])
     }
   })
-  const live = Callbacks.DefaultWithoutDependencies.pipe(
-    Layer.provide(Layer.mergeAll(UrlGuard.DefaultWithoutDependencies, OutboundPool.DefaultWithoutDependencies)),
+  const live = Sender.DefaultWithoutDependencies.pipe(
+    Layer.provide(Layer.mergeAll(UrlGuard.DefaultWithoutDependencies, OutboundPool.DefaultWithoutDependencies, DeliveriesRepo.Default, DeliveryTargets.DefaultWithoutDependencies)),
+    Layer.provide(Layer.mergeAll(WebhooksRepo.Default, WebhookSecrets.Default)),
     Layer.provide(
       Layer.mergeAll(
         Layer.succeed(HostResolver, resolver),
@@ -74,6 +80,7 @@ interface CallbackRow {
   readonly status: string
   readonly attempts: number
   readonly lastStatus: number | null
+  /** The last attempt's logged error. */
   readonly lastError: string | null
 }
 
@@ -94,16 +101,21 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { excludeTestServices: true })("
       expect(response.status).toBe(202)
       const requestId: string = response.body.data.requestId
       yield* eventually(
-        sql<{ status: string }>`SELECT status FROM execution_callbacks WHERE execution_id = ${requestId}`,
+        sql<{ status: string }>`SELECT status FROM webhook_deliveries WHERE execution_id = ${requestId} AND target = 'callback'`,
         (rows) => rows[0]?.status === "pending"
       )
-      yield* sql`UPDATE execution_callbacks SET url = ${`http://${hostname}:${port}/hook`} WHERE execution_id = ${requestId}`
+      // Earlier tests' callbacks wait for their retries: parked, so that this test's pass sees its own only.
+      yield* sql`UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 day' WHERE status = 'pending' AND execution_id <> ${requestId}`
+      yield* sql`UPDATE webhook_deliveries SET url = ${`http://${hostname}:${port}/hook`} WHERE execution_id = ${requestId}`
       return requestId
     })
 
   const rowOf = (requestId: string) =>
     Effect.flatMap(TestEnv, ({ sql }) =>
-      sql<CallbackRow>`SELECT status, attempts, last_status, last_error FROM execution_callbacks WHERE execution_id = ${requestId}`.pipe(
+      sql<CallbackRow>`
+        SELECT d.status, d.attempt_count AS attempts, d.response_status AS last_status,
+               (SELECT a.error_message FROM webhook_attempts a WHERE a.delivery_id = d.id ORDER BY a.attempt_number DESC LIMIT 1) AS last_error
+        FROM webhook_deliveries d WHERE d.execution_id = ${requestId}`.pipe(
         Effect.map((rows) => rows[0]),
         Effect.orDie
       ))
@@ -113,9 +125,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { excludeTestServices: true })("
       const { sql } = yield* TestEnv
       const listener = yield* localListener
       const requestId = yield* pendingCallbackTo(REBINDING_HOST, listener.port, 2)
-      const { live, lookups } = scriptedCallbacks(sql, false, ["93.184.216.34", "127.0.0.1"])
+      const { live, lookups } = scriptedSender(sql, false, ["93.184.216.34", "127.0.0.1"])
       const started = Date.now()
-      const processed = yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      const processed = yield* Effect.flatMap(Sender, (sender) => sender.sendDue).pipe(Effect.provide(live))
       expect(processed).toBe(1)
       expect(Date.now() - started).toBeLessThan(5_000)
       // Checked once (public), then looked up again by the pool when connecting (loopback): refused there.
@@ -131,8 +143,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { excludeTestServices: true })("
       const { sql } = yield* TestEnv
       const listener = yield* localListener
       const requestId = yield* pendingCallbackTo(REBINDING_HOST, listener.port, 4)
-      const { live, lookups } = scriptedCallbacks(sql, true, ["127.0.0.1"])
-      yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      const { live, lookups } = scriptedSender(sql, true, ["127.0.0.1"])
+      yield* Effect.flatMap(Sender, (sender) => sender.sendDue).pipe(Effect.provide(live))
       // ALLOW_PRIVATE_URLS skips the check; only the connect-time lookup runs.
       expect(lookups).toEqual([`${REBINDING_HOST} -> 127.0.0.1`])
       expect(yield* rowOf(requestId)).toMatchObject({ status: "delivered", attempts: 1, lastStatus: 200, lastError: null })
@@ -144,8 +156,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { excludeTestServices: true })("
       const { sql } = yield* TestEnv
       const listener = yield* localListener
       const requestId = yield* pendingCallbackTo("localhost.attacker.test", listener.port, 6)
-      const { live, lookups } = scriptedCallbacks(sql, false, ["127.0.0.1"])
-      yield* Effect.flatMap(Callbacks, (callbacks) => callbacks.processDue).pipe(Effect.provide(live))
+      const { live, lookups } = scriptedSender(sql, false, ["127.0.0.1"])
+      yield* Effect.flatMap(Sender, (sender) => sender.sendDue).pipe(Effect.provide(live))
       expect(lookups).toHaveLength(1)
       expect((yield* rowOf(requestId))?.lastError).toMatch(/private or reserved address \(127\.0\.0\.1, loopback\)/)
       expect(listener.seen).toEqual({ connections: 0, requests: 0 })

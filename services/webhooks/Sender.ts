@@ -1,0 +1,157 @@
+// The one sender of webhook deliveries and execution callbacks: due deliveries are leased, posted over the guarded
+// outbound pool (the address checked again when the socket connects), one attempt at a time within its time limit, and
+// each outcome is logged and stepped through the delivery's machine in one transaction.
+import { SqlClient } from "@effect/sql"
+import { Clock, Config, Effect, Either } from "effect"
+import { request } from "undici"
+import { causes, errorCode } from "../../layers/outbound/errors.js"
+import { BlockedAddressError, OutboundPool } from "../../layers/outbound/Pool.js"
+import { UrlGuard } from "../../layers/UrlGuard.js"
+import { MachineHost } from "../../machines/Host.js"
+import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
+import { WebhookSecrets } from "./Secrets.js"
+import { deliveryHeaders } from "./signing.js"
+import { DeliveryTargets } from "./Targets.js"
+
+/** The spec's response limit per attempt (connect, headers and the read body excerpt). */
+export const ATTEMPT_TIMEOUT_MS = 10_000
+/** A claimed delivery is leased for the attempt's limit plus this margin (to record the outcome) before another pass may take it. */
+export const LEASE_MARGIN_MS = 5_000
+const RESPONSE_EXCERPT_BYTES = 1_024
+
+/**
+ * WEBHOOK_ATTEMPT_TIMEOUT_MS: the attempt limit (and with it the lease). Not user-facing: the spec's 10 s is the default
+ * and the maximum; tests that kill a process mid-delivery shorten it so the lease runs out in seconds.
+ */
+const attemptTimeoutMs = Config.integer("WEBHOOK_ATTEMPT_TIMEOUT_MS").pipe(
+  Config.withDefault(ATTEMPT_TIMEOUT_MS),
+  Config.validate({ message: "WEBHOOK_ATTEMPT_TIMEOUT_MS must be between 500 and 10000", validation: (n) => n >= 500 && n <= ATTEMPT_TIMEOUT_MS })
+)
+
+/** What went wrong with one attempt, for its log: the guard's refusal when there is one (undici wraps it). */
+const describeFailure = (error: unknown): string => {
+  for (const e of causes(error)) {
+    if (e instanceof BlockedAddressError) return e.message
+  }
+  const code = errorCode(error)
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+  return `${code !== undefined && !text.includes(code) ? `${code}: ` : ""}${text}`.slice(0, 500)
+}
+
+export interface AttemptResult {
+  readonly attempt: number
+  readonly at: number
+  readonly elapsed: number
+  /** The receiver's status and the start of its answer, or why there was none. */
+  readonly outcome: Either.Either<{ readonly status: number; readonly body: string }, string>
+}
+
+export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
+  effect: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const deliveries = yield* DeliveriesRepo
+    const targets = yield* DeliveryTargets
+    const secrets = yield* WebhookSecrets
+    const host = yield* MachineHost
+    const pool = yield* OutboundPool
+    const urlGuard = yield* UrlGuard
+    const timeoutMs = yield* attemptTimeoutMs
+    const leaseMs = timeoutMs + LEASE_MARGIN_MS
+
+    /** One POST; a non-2xx is an answer here (the caller decides), a timeout, refused address or TLS error a Left. */
+    const post = (url: string, headers: Record<string, string>, body: string, attempt: number) =>
+      Effect.gen(function* () {
+        const started = yield* Clock.currentTimeMillis
+        const outcome = yield* urlGuard.check(url).pipe(
+          Effect.mapError((rejected) => rejected.reason),
+          Effect.zipRight(Effect.tryPromise({
+            try: async (interrupted) => {
+              const response = await request(url, {
+                dispatcher: pool.dispatcher,
+                method: "POST",
+                signal: AbortSignal.any([interrupted, AbortSignal.timeout(timeoutMs)]),
+                headersTimeout: timeoutMs,
+                bodyTimeout: timeoutMs,
+                headers,
+                body
+              })
+              const chunks: Array<Buffer> = []
+              let size = 0
+              for await (const chunk of response.body) {
+                const buffer = Buffer.from(chunk)
+                if (size < RESPONSE_EXCERPT_BYTES) chunks.push(buffer.subarray(0, RESPONSE_EXCERPT_BYTES - size))
+                size += buffer.length
+                if (size >= RESPONSE_EXCERPT_BYTES) break
+              }
+              return { status: response.statusCode, body: Buffer.concat(chunks).toString("utf8") }
+            },
+            catch: describeFailure
+          })),
+          Effect.either
+        )
+        const at = yield* Clock.currentTimeMillis
+        return { attempt, at, elapsed: Math.max(0, Math.round(at - started)), outcome } satisfies AttemptResult
+      })
+
+    /** Logs one attempt and steps the delivery's machine, in one transaction. */
+    const record = (delivery: DeliveryRow, result: AttemptResult) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const { attempt, at, elapsed, outcome } = result
+          const status = Either.isRight(outcome) ? outcome.right.status : null
+          const ok = status !== null && status >= 200 && status < 300
+          const error = Either.isLeft(outcome) ? outcome.left : ok ? null : `the receiver answered ${status}`
+          yield* deliveries.addAttempt({
+            deliveryId: delivery.id,
+            attemptNumber: attempt,
+            responseStatus: status,
+            responseBody: Either.isRight(outcome) ? outcome.right.body : null,
+            errorMessage: error,
+            responseTimeMs: elapsed,
+            at: new Date(at)
+          })
+          yield* host.deliver("webhookDelivery", delivery.id, ok && status !== null
+            ? { type: "DELIVERED", at, status }
+            : { type: "ATTEMPT_FAILED", at, status, error: error ?? "failed" })
+        })
+      )
+
+    /** One claimed delivery: sent to its target and recorded, left waiting, or superseded. */
+    const send = (delivery: DeliveryRow) =>
+      Effect.gen(function* () {
+        const target = yield* targets.resolve(delivery)
+        if (target._tag === "Wait") return
+        if (target._tag === "Supersede") {
+          const at = yield* Clock.currentTimeMillis
+          return yield* Effect.asVoid(host.deliverNow("webhookDelivery", delivery.id, { type: "SUPERSEDED", at, by: target.by }))
+        }
+        const attempt = delivery.attemptCount + 1
+        const headers = target.headers(attempt, yield* Clock.currentTimeMillis)
+        yield* record(delivery, yield* post(target.url, headers, delivery.body, attempt))
+      })
+
+    /** One pass over due deliveries of both kinds (leased: another process skips them while this one posts). */
+    const sendDue = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const due = yield* deliveries.claimDue(now, leaseMs, 20)
+      yield* Effect.forEach(due, (delivery) =>
+        send(delivery).pipe(Effect.catchAllCause((cause) => Effect.logError(`delivery ${delivery.id} failed; retried after its lease`, cause))), { concurrency: 8, discard: true })
+      return due.length
+    }).pipe(Effect.withSpan("Sender.sendDue"))
+
+    /** POST /webhooks/:id/test: one signed `webhook.test` post now, not retried and not recorded as a delivery. */
+    const sendTest = (sub: { readonly id: string; readonly agentId: string; readonly url: string; readonly secretEncrypted: string }) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        const body = JSON.stringify({ event: "webhook.test", timestamp: new Date(at).toISOString(), data: { webhookId: sub.id, agentId: sub.agentId, message: "test delivery" } })
+        const headers = deliveryHeaders({ secret: secrets.decrypt(sub.secretEncrypted), subscriptionId: sub.id, deliveryId: `del_test_${at.toString(36)}`, eventType: "webhook.test", attempt: 1, body, at })
+        const { outcome } = yield* post(sub.url, headers, body, 1)
+        if (Either.isLeft(outcome)) return { success: false, status: 0, message: `the test delivery failed: ${outcome.left}` }
+        const ok = outcome.right.status >= 200 && outcome.right.status < 300
+        return { success: ok, status: outcome.right.status, message: ok ? "the endpoint answered 2xx" : `the endpoint answered ${outcome.right.status}` }
+      })
+
+    return { sendDue, sendTest, leaseMs } as const
+  }),
+  dependencies: [DeliveriesRepo.Default, DeliveryTargets.Default, WebhookSecrets.Default, MachineHost.Default, OutboundPool.Default, UrlGuard.Default]
+}) {}

@@ -1,0 +1,86 @@
+// Real server processes for tests: the package's start script (`node src/tools/start.mjs`, the bundle built once
+// beforehand) with the environment a test gives it, typically one test database and the run's devnet; killed with the scope.
+import { type ChildProcess, spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { Effect } from "effect"
+import { freePort } from "../../layers/embeddedPostgres.js"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/** Settings a developer's shell might carry into the tests: each server gets the ones its test states. */
+const SETTINGS = [
+  "PORT", "HOST", "DATA_DIR", "DATABASE_URL", "CHAIN_RPC_URL", "DEVNET_RPC_URL", "DEVNET_PORT", "USDC_ADDRESS", "TREASURY_PRIVATE_KEY",
+  "TREASURY_ADDRESS", "FACILITATOR_URL", "OPERATOR_TOKEN", "X402_NETWORK", "PUBLIC_BASE_URL", "BACKGROUND_WORKERS", "WEBHOOK_ATTEMPT_TIMEOUT_MS"
+]
+const inheritedEnv = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !SETTINGS.includes(name)))
+
+export interface ServerProcess {
+  readonly child: ChildProcess
+  readonly baseUrl: string
+  readonly output: () => string
+  readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+/** Builds the bundle the start script runs, when a source changed (once per run, before timed tests). */
+export const ensureBundle = () =>
+  new Promise<void>((resolve, reject) => {
+    const child = spawn(process.execPath, ["--input-type=module", "-e", "await (await import('./src/tools/build.mjs')).ensureBuilt()"], { cwd: root, stdio: ["ignore", "ignore", "pipe"] })
+    let err = ""
+    child.stderr.on("data", (c: Buffer) => (err += c.toString("utf8")))
+    child.once("exit", (code) => (code === 0 ? resolve() : reject(new Error(`bundle build failed (${code}): ${err}`))))
+  })
+
+const launch = (port: number, env: Record<string, string>): ServerProcess => {
+  const child = spawn(process.execPath, ["src/tools/start.mjs"], {
+    cwd: root,
+    env: { ...inheritedEnv(), HOST: "127.0.0.1", PORT: String(port), ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let out = ""
+  child.stdout?.on("data", (c: Buffer) => (out += c.toString("utf8")))
+  child.stderr?.on("data", (c: Buffer) => (out += c.toString("utf8")))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })))
+  return { child, baseUrl: `http://127.0.0.1:${port}`, output: () => out, exited }
+}
+
+/** Polls /health until "ok" (within `ms`); fails at once if the process exits. */
+const healthy = async (server: ServerProcess, ms: number) => {
+  let exited = false
+  void server.exited.then(() => (exited = true))
+  const deadline = Date.now() + ms
+  for (;;) {
+    if (exited) throw new Error(`the server exited before it was healthy:\n${server.output()}`)
+    if (Date.now() > deadline) throw new Error(`the server was not healthy within ${ms} ms:\n${server.output()}`)
+    const status = await fetch(`${server.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) })
+      .then(async (r) => (r.ok ? ((await r.json()) as { data?: { status?: string } }).data?.status : undefined))
+      .catch(() => undefined)
+    if (status === "ok") return
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/** A healthy server process with `env` on a free port; SIGKILLed when the scope closes if it still runs. */
+export const serverProcess = (env: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const server = launch(await freePort(), env)
+      await healthy(server, 60_000).catch((error: unknown) => {
+        server.child.kill("SIGKILL")
+        throw error
+      })
+      return server
+    }),
+    (server) => Effect.promise(async () => {
+      if (server.child.exitCode === null && server.child.signalCode === null) {
+        server.child.kill("SIGKILL")
+        await server.exited
+      }
+    })
+  )
+
+/** kill -9: nothing of the process's own shutdown runs (its leases, in-flight posts and connections are abandoned). */
+export const killHard = (server: ServerProcess) =>
+  Effect.promise(async () => {
+    server.child.kill("SIGKILL")
+    return await server.exited
+  })
