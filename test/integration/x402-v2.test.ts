@@ -91,12 +91,23 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       const owner = devAccount(1)
       const payerBefore = yield* Effect.promise(() => usdcBalance(owner.address))
       const treasuryBefore = yield* Effect.promise(() => usdcBalance(TREASURY))
-      const paying = payingFetch(v2Client(owner, usdc()))
-      const response = yield* post(paying.fetch, `${baseUrl}/api/v1/agents`, registration(owner))
+      const usdcAddress = usdc()
+      const { response, registered, receipt } = yield* Effect.promise(async () => {
+        // #region docs:x402-v2-pay
+        const pay = wrapFetchWithPayment(fetch, v2Client(owner, usdcAddress))
+        const response = await pay(`${baseUrl}/api/v1/agents`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(registration(owner))
+        })
+        const registered = await response.json() // { success: true, data: { id, wallet, name, status: "active", registrationTxId } }
+        const receipt = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE") ?? "") // { success, transaction, network, payer }
+        // #endregion
+        return { response, registered, receipt }
+      })
       expect(response.status).toBe(201)
-      expect(paying.sent).toHaveLength(1)
-      const receipt = decodePaymentResponseHeader(response.headers.get("payment-response") ?? "")
-      expect(receipt).toEqual({ success: true, transaction: response.body.data.registrationTxId, network: "eip155:84532", payer: owner.address.toLowerCase() })
+      expect(receipt).toEqual({ success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/), network: "eip155:84532", payer: owner.address.toLowerCase() })
+      expect(registered).toMatchObject({ success: true, data: { status: "active", registrationTxId: receipt.transaction } })
       expect(response.headers.get("x-payment-response")).toBeNull()
       expect(yield* Effect.promise(() => usdcBalance(owner.address))).toBe(payerBefore - FEE)
       expect(yield* Effect.promise(() => usdcBalance(TREASURY))).toBe(treasuryBefore + FEE)
