@@ -29,7 +29,7 @@ import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
 import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
-import { canonical, executionStatements, priceOf } from "./create.js"
+import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { prepare } from "./prepare.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
@@ -159,9 +159,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           input: req.input,
           ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainBudget: plan.budget.toString() }) })
         }))
-        // An x402 v2 payment-identifier is an idempotency key when the body names none (docs/clients.md).
-        const idempotencyKey = req.idempotencyKey ??
-          (presentation.paymentIdentifier === undefined ? undefined : `x402-payment-identifier:${presentation.paymentIdentifier}`)
+        const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
         if (idempotencyKey !== undefined) {
           const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
           if (Option.isSome(existing)) return yield* repeat(existing.value, requestHash, payment)

@@ -165,7 +165,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(before - (yield* Effect.promise(() => usdcBalance(payer.address)))).toBe(PRICE)
     }))
 
-  it.scoped("a replayed PAYMENT-SIGNATURE is refused with a v2 challenge and charges nothing", () =>
+  it.scoped("a replayed PAYMENT-SIGNATURE, or its authorization re-sent as v1, is refused with a v2 challenge and charges nothing", () =>
     Effect.gen(function* () {
       const { baseUrl } = yield* TestEnv
       const agent = yield* fakeAgent("echo")
@@ -182,6 +182,11 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(replayed.status).toBe(402)
       expect(replayed.body.error?.details.reason).toBe("payment_already_used")
       expect(decodeHeader(replayed.headers.get("payment-required"))).toMatchObject({ x402Version: 2, error: "payment_already_used" })
+      // The same authorization re-wrapped as a v1 X-PAYMENT is the same payment: once-only across versions.
+      const rewrapped = { x402Version: 1, scheme: "exact", network: "base-sepolia", payload: decodeHeader(paying.sent[0] ?? null).payload }
+      const crossVersion = yield* post(fetch, `${baseUrl}/api/v1/execute`, body, { "X-PAYMENT": Buffer.from(JSON.stringify(rewrapped)).toString("base64") })
+      expect(crossVersion.status).toBe(402)
+      expect(crossVersion.body.error?.details.reason).toBe("payment_already_used")
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(payerBefore)
       expect(yield* Effect.promise(() => usdcBalance(TREASURY))).toBe(treasuryBefore)
       expect(yield* paymentsCount).toBe(rowsBefore)
