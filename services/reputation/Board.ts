@@ -106,7 +106,7 @@ export class ReputationBoard extends Effect.Service<ReputationBoard>()("reputati
 
     /**
      * The client who paid for a completed root execution rates it once: 1-5 stars move the agent's score by
-     * ratingDelta. The X-PAYMENT header of that execution is the proof of having paid.
+     * ratingDelta. The payment header of that execution (X-PAYMENT or PAYMENT-SIGNATURE, its X-PAYMENT-USED value) proves having paid.
      */
     const rate = (request: RatingRequest, proofs: ReadonlyArray<string>) =>
       Effect.gen(function* () {
