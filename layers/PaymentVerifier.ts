@@ -1,6 +1,6 @@
-// x402 v1 "exact" payments on EVM as a service: the 402 challenge's `accepts` entry, verification of X-PAYMENT, and
-// settlement through a facilitator when the treasury key is not held here (with a local key, settlements are treasury
-// transactions: services/treasury/TreasuryWriter.ts signs them, like every other).
+// x402 "exact" payments on EVM as a service (v1 and v2): the 402 challenge's `accepts` entry, verification of a payment
+// credential (X-PAYMENT or PAYMENT-SIGNATURE), and settlement through a facilitator when the treasury key is not held
+// here (with a local key, settlements are treasury transactions: services/treasury/TreasuryWriter.ts signs them).
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
 import type { PaymentRequirements } from "./x402/requirements.js"
@@ -37,11 +37,16 @@ export class PaymentVerifier extends Effect.Service<PaymentVerifier>()("PaymentV
         onSome: (url) => settleWithFacilitator(p, url, paymentRequirements)
       }).pipe(Effect.withSpan("PaymentVerifier.settle"))
 
+    const { verify, verifyCredential, caip2 } = makeVerify(chain, config)
     return {
       requirements,
-      verify: makeVerify(chain, config),
+      verify,
+      verifyCredential,
       settle,
+      /** The x402 v1 network name ("base-sepolia"). */
       network: chain.network,
+      /** The same network as x402 v2 names it (CAIP-2, "eip155:84532"). */
+      caip2,
       treasury: chain.treasury
     } as const
   })

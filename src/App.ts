@@ -30,6 +30,7 @@ import { ExecutionMachine } from "../services/executions/executionSpec.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
 import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
+import { Paywall } from "../services/payments/Paywall.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/executions/RateLimits.js"
 import { UsedSignaturesPruneLive } from "../services/agents/WalletAuth.js"
@@ -114,6 +115,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Ledger.Default,
         MachineHost.Default,
         PaymentVerifier.Default,
+        Paywall.Default,
         AgentProxy.Default,
         OperatorTokenLive,
         Discovery.Default,

@@ -1,4 +1,5 @@
-// The x402 v1 "exact" EVM payment: the decoded X-PAYMENT payload, a verified payment, and why one is refused.
+// The x402 "exact" EVM payment, version-neutral: the EIP-3009 authorization both wire versions carry, a verified payment,
+// how the payer presented it (v1 or v2), and why one is refused.
 import { Data, Schema } from "effect"
 import { createHash } from "node:crypto"
 import type { Hex } from "viem"
@@ -6,39 +7,54 @@ import type { Hex } from "viem"
 const IntString = Schema.String.pipe(Schema.pattern(/^\d{1,78}$/))
 const HexAddress = Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{40}$/))
 
+/** The signed EIP-3009 TransferWithAuthorization: the same object in x402 v1 and v2 (`payload` of the exact EVM scheme). */
+export const ExactEvmPayload = Schema.Struct({
+  signature: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]+$/)),
+  authorization: Schema.Struct({
+    from: HexAddress,
+    to: HexAddress,
+    value: IntString,
+    validAfter: IntString,
+    validBefore: IntString,
+    nonce: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{64}$/))
+  })
+})
+export type ExactEvmPayload = typeof ExactEvmPayload.Type
+
 /** The decoded X-PAYMENT header (x402 v1, scheme "exact", EVM). */
 export const PaymentPayload = Schema.Struct({
   x402Version: Schema.Number,
   scheme: Schema.String,
   network: Schema.String,
-  payload: Schema.Struct({
-    signature: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]+$/)),
-    authorization: Schema.Struct({
-      from: HexAddress,
-      to: HexAddress,
-      value: IntString,
-      validAfter: IntString,
-      validBefore: IntString,
-      nonce: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{64}$/))
-    })
-  })
+  payload: ExactEvmPayload
 })
 export type PaymentPayload = typeof PaymentPayload.Type
 
-/** A payment whose signature, amount, recipient, window, nonce and funds all checked out. */
+/** A payment whose signature, amount, recipient, window, nonce and funds all checked out (whatever wire it came on). */
 export interface VerifiedPayment {
   readonly payer: `0x${string}`
   readonly payTo: `0x${string}`
   readonly asset: `0x${string}`
+  /** The chain's x402 v1 network name ("base-sepolia"): what the payments table records for every version. */
   readonly network: string
   readonly amount: bigint
   readonly nonce: Hex
   readonly validAfter: bigint
   readonly validBefore: bigint
   readonly signature: Hex
-  /** sha256 of the raw header: proves later that a caller holds the same payment header. */
+  /** sha256 of the credential's text (the raw header): proves later that a caller holds the same payment. */
   readonly headerSha256: string
-  readonly payload: PaymentPayload
+}
+
+/** How the payer presented a verified payment: what the answer echoes, in which version, and what idempotency keys on. */
+export interface Presentation {
+  readonly version: 1 | 2
+  /** The credential's text, trimmed (X-PAYMENT or PAYMENT-SIGNATURE value): X-PAYMENT-USED echoes it. */
+  readonly handle: string
+  /** The network as this version names it ("base-sepolia" in v1, "eip155:84532" in v2): the receipt's `network`. */
+  readonly network: string
+  /** The x402 v2 `payment-identifier` extension's id, when the payer sent one: the purchase's idempotency key. */
+  readonly paymentIdentifier: string | undefined
 }
 
 /** Why a payment was refused; `reason` uses the x402 error reason names where one exists. */
@@ -47,6 +63,7 @@ export type RejectionReason =
   | "invalid_x402_version"
   | "unsupported_scheme"
   | "invalid_network"
+  | "invalid_payment_requirements"
   | "invalid_exact_evm_payload_recipient_mismatch"
   | "invalid_exact_evm_payload_authorization_value"
   | "invalid_exact_evm_payload_authorization_valid_after"

@@ -1,16 +1,27 @@
-// Verification of an x402 exact payment against a price: everything checked before our database is touched (payload,
-// network, recipient, amount, validity window, EIP-3009 signature), then the chain (authorization unused, funds).
-import { Clock, Effect } from "effect"
+// Verification of an x402 exact payment against a price, for either wire version: the version's own envelope (v1
+// scheme/network, v2 `accepted` requirements and extensions), then what both share, checked before our database is
+// touched (recipient, amount, validity window, EIP-3009 signature), then the chain (authorization unused, funds).
+import { Clock, Effect, Either } from "effect"
 import { getAddress, type Hex, isAddressEqual, verifyTypedData } from "viem"
 import type { AppConfigShape } from "../Config.js"
 import type { ChainShape } from "../Chain.js"
 import { transferWithAuthorizationTypes, usdcAbi } from "../devnet/usdcAbi.js"
+import type { PaymentCredential } from "./credential.js"
 import { decodePaymentHeader } from "./header.js"
-import { PaymentRejected, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
+import { type ExactEvmPayload, PaymentRejected, type Presentation, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
+import { paymentIdentifierOf } from "./paymentIdentifier.js"
+import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
 
-/** `verify(header, amount)` for one chain and configuration; `amount` is the exact price. */
+/** A verified payment and how it was presented. */
+export interface Verified {
+  readonly payment: VerifiedPayment
+  readonly presentation: Presentation
+}
+
+/** `verify(credential, amount)` for one chain and configuration; `amount` is the exact price. */
 export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paymentMinValiditySeconds">) => {
   const { publicClient } = chain
+  const caip2 = caip2Of(chain.chainId)
   const domain = {
     name: chain.usdc.name,
     version: chain.usdc.version,
@@ -21,18 +32,57 @@ export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paym
   const reject = (reason: RejectionReason, message: string, details?: Record<string, unknown>) =>
     Effect.fail(new PaymentRejected({ reason, message, ...(details === undefined ? {} : { details }) }))
 
-  /** Everything that can be checked without touching our database; `amount` is the exact price. */
-  const verify = (header: string, amount: bigint): Effect.Effect<VerifiedPayment, PaymentRejected> =>
+  /** The x402 v1 envelope: version, scheme and v1 network name. */
+  const openV1 = (raw: string) =>
     Effect.gen(function* () {
-      const payload = yield* decodePaymentHeader(header)
+      const payload = yield* decodePaymentHeader(raw)
       if (payload.x402Version !== 1) {
-        return yield* reject("invalid_x402_version", "only x402Version 1 is supported", { x402Version: payload.x402Version })
+        return yield* reject("invalid_x402_version", "X-PAYMENT carries x402 v1 payloads (send v2 in PAYMENT-SIGNATURE)", { x402Version: payload.x402Version })
       }
       if (payload.scheme !== "exact") return yield* reject("unsupported_scheme", "only the \"exact\" scheme is supported")
       if (payload.network !== chain.network) {
         return yield* reject("invalid_network", `payments are taken on ${chain.network}`, { network: payload.network, expected: chain.network })
       }
-      const auth = payload.payload.authorization
+      return { exact: payload.payload, network: chain.network, paymentIdentifier: undefined }
+    })
+
+  /** The x402 v2 envelope: the requirements the payer accepted must be ours (scheme, CAIP-2 network, asset, domain, price). */
+  const openV2 = (raw: string, amount: bigint) =>
+    Effect.gen(function* () {
+      const payload = yield* decodePaymentSignatureHeader(raw)
+      const accepted = payload.accepted
+      if (accepted.scheme !== "exact") return yield* reject("unsupported_scheme", "only the \"exact\" scheme is supported")
+      if (accepted.network !== caip2) {
+        return yield* reject("invalid_network", `payments are taken on ${caip2}`, { network: accepted.network, expected: caip2 })
+      }
+      const extra = accepted.extra ?? {}
+      if (!sameAddress(accepted.asset, chain.usdc.address) || extra["name"] !== chain.usdc.name || extra["version"] !== chain.usdc.version) {
+        return yield* reject("invalid_payment_requirements", "the accepted requirements name another asset or EIP-712 domain than the one offered", {
+          asset: accepted.asset,
+          expected: { asset: chain.usdc.address, name: chain.usdc.name, version: chain.usdc.version }
+        })
+      }
+      if (!sameAddress(accepted.payTo, chain.treasury)) {
+        return yield* reject("invalid_exact_evm_payload_recipient_mismatch", "the accepted requirements pay someone else than the platform treasury", {
+          payTo: accepted.payTo,
+          expected: chain.treasury
+        })
+      }
+      if (accepted.amount !== amount.toString()) {
+        return yield* reject("invalid_exact_evm_payload_authorization_value", "the accepted requirements name another amount than the price", {
+          amount: accepted.amount,
+          expected: amount.toString()
+        })
+      }
+      const paymentIdentifier = paymentIdentifierOf(payload.extensions)
+      if (Either.isLeft(paymentIdentifier)) return yield* paymentIdentifier.left
+      return { exact: payload.payload, network: caip2, paymentIdentifier: paymentIdentifier.right }
+    })
+
+  /** What both versions share: the authorization itself against the price, the clock, the signature and the chain. */
+  const checkAuthorization = (exact: ExactEvmPayload, amount: bigint, headerSha256: string) =>
+    Effect.gen(function* () {
+      const auth = exact.authorization
       const payer = getAddress(auth.from)
       if (!isAddressEqual(getAddress(auth.to), chain.treasury)) {
         return yield* reject("invalid_exact_evm_payload_recipient_mismatch", "the payment is not made out to the platform treasury", {
@@ -64,7 +114,7 @@ export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paym
           minValiditySeconds: config.paymentMinValiditySeconds
         })
       }
-      const signature = payload.payload.signature as Hex
+      const signature = exact.signature as Hex
       const nonce = auth.nonce.toLowerCase() as Hex
       const message = { from: payer, to: getAddress(auth.to), value, validAfter, validBefore, nonce }
       const valid = signature.length === 132 &&
@@ -106,10 +156,27 @@ export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paym
         validAfter,
         validBefore,
         signature,
-        headerSha256: sha256(header.trim()),
-        payload
+        headerSha256
       } satisfies VerifiedPayment
-    }).pipe(Effect.withSpan("PaymentVerifier.verify"))
+    })
 
-  return verify
+  /** Everything that can be checked without touching our database, for a credential of either version. */
+  const verifyCredential = (credential: PaymentCredential, amount: bigint): Effect.Effect<Verified, PaymentRejected> =>
+    Effect.gen(function* () {
+      const handle = credential.raw.trim()
+      const opened = credential.version === 1 ? yield* openV1(handle) : yield* openV2(handle, amount)
+      const payment = yield* checkAuthorization(opened.exact, amount, sha256(handle))
+      return {
+        payment,
+        presentation: { version: credential.version, handle, network: opened.network, paymentIdentifier: opened.paymentIdentifier }
+      } satisfies Verified
+    }).pipe(Effect.withSpan("PaymentVerifier.verify", { attributes: { "x402.version": credential.version } }))
+
+  /** An X-PAYMENT (v1) header against a price (kept for callers that only speak v1, such as the paywall bench). */
+  const verify = (header: string, amount: bigint): Effect.Effect<VerifiedPayment, PaymentRejected> =>
+    Effect.map(verifyCredential({ version: 1, raw: header }, amount), (v) => v.payment)
+
+  return { verify, verifyCredential, caip2 } as const
 }
+
+const sameAddress = (a: string, b: string) => /^0x[0-9a-fA-F]{40}$/.test(a) && a.toLowerCase() === b.toLowerCase()

@@ -1,6 +1,7 @@
 // The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
+import type { PresentedPayment } from "../../layers/x402/credential.js"
 import { PaymentRejected } from "../../layers/x402/payment.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import {
@@ -31,7 +32,8 @@ export interface RegistrationResult {
   readonly name: string
   readonly status: "active"
   readonly registrationTxId: string
-  readonly payment: { readonly txHash: string; readonly payer: string; readonly network: string }
+  /** The receipt, in the terms of the payer's x402 version (`network`: v1 name or CAIP-2). */
+  readonly payment: { readonly version: 1 | 2; readonly txHash: string; readonly payer: string; readonly network: string }
 }
 
 const encodeCapabilities = Schema.encodeSync(Schema.Array(Capability))
@@ -111,13 +113,13 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
      * Registration: every check runs before the payment is looked at, so a bad request is never charged.
      * The pending agent row and the payment reservation commit together, before settlement.
      */
-    const register = (req: RegisterAgentRequest, paymentHeader: string | undefined, resource: string) =>
+    const register = (req: RegisterAgentRequest, presented: PresentedPayment, resource: string) =>
       Effect.gen(function* () {
         yield* validateSemantics(req)
         yield* walletTaken(req.wallet)
-        const { payment: verified, priced } = yield* paywall.charge(
+        const { payment: verified, presentation, priced } = yield* paywall.charge(
           { amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" },
-          paymentHeader
+          presented
         )
         const refuse = priced.refuse
         const agentId = newAgentId()
@@ -162,7 +164,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
               name: req.name,
               status: "active",
               registrationTxId: outcome.txHash,
-              payment: { txHash: outcome.txHash, payer: verified.payer, network: verified.network }
+              payment: { version: presentation.version, txHash: outcome.txHash, payer: verified.payer, network: presentation.network }
             } satisfies RegistrationResult
         }
       }).pipe(Effect.withSpan("Agents.register"))

@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
+import { holdsPayment, type PresentedPayment } from "../../layers/x402/credential.js"
 import { type PaymentRejected, sha256 } from "../../layers/x402/payment.js"
 import { executionMachine, executionStatus } from "../../machines/execution.js"
 import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
@@ -28,7 +29,7 @@ import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
 import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
-import { canonical, executionStatements, priceOf } from "./create.js"
+import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { prepare } from "./prepare.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
@@ -46,7 +47,8 @@ const infrastructureAsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   )
 
 export interface ExecuteContext {
-  readonly paymentHeader: string | undefined
+  /** The payment as presented (x402 v1 or v2 header, or a decoded v2 payload from MCP). */
+  readonly payment: PresentedPayment
   readonly async: boolean
   /** X-Chain-Budget: start a chain with this budget (docs/chains.md). */
   readonly chainBudget?: string | undefined
@@ -56,7 +58,9 @@ export interface ExecuteContext {
 
 /** What the HTTP layer turns into headers: the accepted payment, its settlement, the rate-limit windows. */
 export interface PaymentUse {
+  /** The credential's text (X-PAYMENT-USED), and the x402 version and network name the receipt speaks. */
   readonly header: string
+  readonly version: 1 | 2
   readonly payer: string
   readonly network: string
   readonly settlementTxHash: string | null
@@ -122,13 +126,13 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const price = priceOf(agentFee)
         const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
         // Who pays: an x402 payment of exactly the price, or of the whole budget for a chain's root.
-        const { payment: verified, priced } = yield* paywall.charge(
+        const { payment: verified, presentation, priced } = yield* paywall.charge(
           {
             amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
             resource: `${config.publicBaseUrl}/api/v1/execute`,
             description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`
           },
-          ctx.paymentHeader
+          ctx.payment
         )
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
         const window = yield* rateLimits.consume(agent.id, verified.payer)
@@ -142,9 +146,10 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           })
         }
         const payment: PaymentUse = {
-          header: (ctx.paymentHeader ?? "").trim(),
+          header: presentation.handle,
+          version: presentation.version,
           payer: verified.payer,
-          network: paywall.network,
+          network: presentation.network,
           settlementTxHash: null,
           rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
         }
@@ -154,8 +159,9 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           input: req.input,
           ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainBudget: plan.budget.toString() }) })
         }))
-        if (req.idempotencyKey !== undefined) {
-          const existing = yield* repo.findIdempotent(verified.payer, req.idempotencyKey)
+        const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
+        if (idempotencyKey !== undefined) {
+          const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
           if (Option.isSome(existing)) return yield* repeat(existing.value, requestHash, payment)
         }
 
@@ -175,7 +181,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           capabilityId: capability.id,
           input: req.input,
           requestHash,
-          idempotencyKey: req.idempotencyKey,
+          idempotencyKey,
           mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
           callbackUrl,
           agentFee,
@@ -211,8 +217,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         ]).pipe(
           Effect.as({ paymentId }),
           Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> =>
-            isUniqueViolation(error, "executions_idempotency") && req.idempotencyKey !== undefined
-              ? Effect.flatMap(repo.findIdempotent(verified.payer, req.idempotencyKey).pipe(Effect.orDie), (existing) =>
+            isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
+              ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
                 Option.isSome(existing) ? repeat(existing.value, requestHash, payment) : Effect.die(error))
               : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))),
           Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
@@ -250,25 +256,25 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
       }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.execute"))
 
-    /** Status for anyone; output and cost only for the holder of the original payment header. */
-    const status = (id: string, paymentHeader: string | undefined) =>
+    /** Status for anyone; output and cost only for the holder of the original payment header (either version's header). */
+    const status = (id: string, proofs: ReadonlyArray<string>) =>
       Effect.gen(function* () {
         const row = yield* load(id)
         if (Option.isNone(row)) return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${id}` })
-        const reveal = paymentHeader !== undefined && sha256(paymentHeader.trim()) === row.value.headerSha256
+        const reveal = holdsPayment(proofs, row.value.headerSha256)
         const view = View.forClient(row.value, reveal)
         const callback = reveal && row.value.callbackUrl !== null ? yield* Effect.orDie(callbacks.status(id)) : Option.none()
         return Option.match(callback, { onNone: () => view, onSome: (c): ExecutionView => ({ ...view, callback: c }) })
       })
 
-    /** Re-runs a failed or timed-out execution on its original payment (authorised by the same X-PAYMENT). */
-    const retry = (id: string, paymentHeader: string | undefined) =>
+    /** Re-runs a failed or timed-out execution on its original payment (authorised by the same payment header). */
+    const retry = (id: string, proofs: ReadonlyArray<string>) =>
       Effect.gen(function* () {
         const found = yield* load(id)
         if (Option.isNone(found)) return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${id}` })
         const row = found.value
-        if (paymentHeader === undefined || sha256(paymentHeader.trim()) !== row.headerSha256) {
-          return yield* new Forbidden({ code: "RETRY_NOT_AUTHORIZED", message: "send the X-PAYMENT header of the original execution" })
+        if (!holdsPayment(proofs, row.headerSha256)) {
+          return yield* new Forbidden({ code: "RETRY_NOT_AUTHORIZED", message: "send the payment header of the original execution (its X-PAYMENT-USED value)" })
         }
         const record = yield* agents.loadRecord(row.agentId as AgentRecord["id"])
         const agent = Option.getOrUndefined(record)

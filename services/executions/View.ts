@@ -35,7 +35,7 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
     ...(row.error === null || row.status === "completed" ? {} : { error: row.error }),
     ...(row.refundStatus === null ? {} : { refund: { status: row.refundStatus, txHash: row.refundTxHash } }),
     ...(!reveal
-      ? { message: "output and cost are returned only with the X-PAYMENT header used for this execution" }
+      ? { message: "output and cost are returned only with the payment header used for this execution (its X-PAYMENT-USED value, sent as X-PAYMENT or PAYMENT-SIGNATURE)" }
       : row.status === "completed" && !settled
       ? { message: "the output is released once the payment settles on chain" }
       : {})

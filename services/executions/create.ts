@@ -33,6 +33,10 @@ export const canonical = (value: unknown): string =>
     ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
     : JSON.stringify(value) ?? "null"
 
+/** A request's idempotency key: the body's `idempotencyKey`, else the payer's x402 v2 payment-identifier (docs/clients.md). */
+export const idempotencyKeyOf = (bodyKey: string | undefined, paymentIdentifier: string | undefined): string | undefined =>
+  bodyKey ?? (paymentIdentifier === undefined ? undefined : `x402-payment-identifier:${paymentIdentifier}`)
+
 /** The price of a call: the platform fee plus the capability's price. */
 export const priceOf = (agentFee: bigint) => EXECUTION_PLATFORM_FEE + agentFee
 

@@ -1,8 +1,12 @@
-// The one way a route takes money: a quote and the payment header in, the verified payment or the 402 answer out.
-// Registration and execution use it; MCP tools and chain calls will.
+// The one way a route takes money: a quote and the payment as presented (x402 v1 X-PAYMENT, v2 PAYMENT-SIGNATURE, or a
+// decoded v2 payload from an MCP call) in; the verified payment or the 402 answer out. Registration, execution and
+// MCP tools use it; it also speaks the v2 challenge and receipt so every transport answers in the payer's version.
 import { Effect } from "effect"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
-import type { PaymentRejected, VerifiedPayment } from "../../layers/x402/payment.js"
+import { type PresentedPayment, presentedFromV2Payload } from "../../layers/x402/credential.js"
+import { PaymentRejected, type Presentation, type VerifiedPayment } from "../../layers/x402/payment.js"
+import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from "../../layers/x402/paymentIdentifier.js"
+import { paymentRequiredV2, type PaymentRequiredV2, settleResponse } from "../../layers/x402/v2.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 
@@ -19,6 +23,13 @@ export interface Priced {
   readonly quote: Quote
   readonly accepts: PaymentRequired["accepts"]
   readonly refuse: (rejection: PaymentRejected) => PaymentRequired
+}
+
+/** An accepted payment: what was verified, how the payer presented it, and its quote's challenge. */
+export interface Charged {
+  readonly payment: VerifiedPayment
+  readonly presentation: Presentation
+  readonly priced: Priced
 }
 
 export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
@@ -38,23 +49,47 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
 
     /**
      * Verifies the payment for a quote (signature, amount, recipient, window, funds: everything but the database's
-     * once-only guard, which the caller's reservation is). No header: the 402 challenge.
+     * once-only guard, which the caller's reservation is). No payment: the 402 challenge.
      */
-    const charge = (quote: Quote, header: string | undefined): Effect.Effect<{ readonly payment: VerifiedPayment; readonly priced: Priced }, PaymentRequired> =>
+    const charge = (quote: Quote, presented: PresentedPayment): Effect.Effect<Charged, PaymentRequired> =>
       Effect.gen(function* () {
         const priced = price(quote)
-        if (header === undefined || header.trim() === "") {
+        if (presented === undefined) {
           return yield* new PaymentRequired({
-            message: `${quote.description} costs ${formatUsdc(quote.amount)} USDC: pay with an X-PAYMENT header`,
+            message: `${quote.description} costs ${formatUsdc(quote.amount)} USDC: pay with a PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1) header`,
             accepts: priced.accepts,
             details: { reason: "payment_required", price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network }
           })
         }
-        const payment = yield* verifier.verify(header, quote.amount).pipe(Effect.mapError(priced.refuse))
-        return { payment, priced }
+        if (presented instanceof PaymentRejected) return yield* priced.refuse(presented)
+        const { payment, presentation } = yield* verifier.verifyCredential(presented, quote.amount).pipe(Effect.mapError(priced.refuse))
+        return { payment, presentation, priced }
       }).pipe(Effect.withSpan("Paywall.charge"))
 
-    return { charge, price, network: verifier.network } as const
+    /**
+     * Charges from an x402 v2 PaymentPayload object that arrived already decoded (an MCP client's
+     * `params._meta["x402/payment"]`); `undefined` or `null` is no payment (the challenge).
+     */
+    const chargeV2Payload = (quote: Quote, payload: unknown) => charge(quote, presentedFromV2Payload(payload))
+
+    /**
+     * The x402 v2 PaymentRequired object of a 402 (the PAYMENT-REQUIRED header's JSON; an MCP paid tool's error result),
+     * on the CAIP-2 network; `paymentIdentifier` declares the payment-identifier extension for routes that honour it.
+     */
+    const challengeV2 = (error: PaymentRequired, options: { readonly paymentIdentifier?: boolean } = {}): PaymentRequiredV2 => {
+      const reason = error.details["reason"]
+      return paymentRequiredV2(
+        { accepts: error.accepts, error: typeof reason === "string" ? reason : "payment_required" },
+        verifier.caip2,
+        options.paymentIdentifier === true ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration } : undefined
+      )
+    }
+
+    /** The settlement receipt `{success, transaction, network, payer}` in the terms of the payer's version. */
+    const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string }) =>
+      settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer })
+
+    return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2 } as const
   }),
   dependencies: [PaymentVerifier.Default]
 }) {}

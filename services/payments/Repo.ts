@@ -55,23 +55,7 @@ export const verifiedOf = (row: PaymentRow): VerifiedPayment => ({
   validAfter: row.validAfter,
   validBefore: row.validBefore,
   signature: row.signature as Hex,
-  headerSha256: row.headerSha256,
-  payload: {
-    x402Version: 1,
-    scheme: "exact",
-    network: row.network,
-    payload: {
-      signature: row.signature,
-      authorization: {
-        from: row.payer,
-        to: row.payTo,
-        value: row.amount.toString(),
-        validAfter: row.validAfter.toString(),
-        validBefore: row.validBefore.toString(),
-        nonce: row.nonce
-      }
-    }
-  }
+  headerSha256: row.headerSha256
 })
 
 export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/PaymentsRepo", {

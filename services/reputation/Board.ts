@@ -1,8 +1,8 @@
 // Reputation reads and ratings: an agent's profile with its recent events, its event history, the leaderboard, and a
-// paying client's one rating of a completed root execution (authorised by that execution's X-PAYMENT).
+// paying client's one rating of a completed root execution (authorised by that execution's payment header, either x402 version).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { sha256 } from "../../layers/x402/payment.js"
+import { holdsPayment } from "../../layers/x402/credential.js"
 import { Conflict, Forbidden, NotFound } from "../../src/domain/Errors.js"
 import {
   LEADERBOARD_DEFAULT_LIMIT,
@@ -106,9 +106,9 @@ export class ReputationBoard extends Effect.Service<ReputationBoard>()("reputati
 
     /**
      * The client who paid for a completed root execution rates it once: 1-5 stars move the agent's score by
-     * ratingDelta. The X-PAYMENT header of that execution is the proof of having paid.
+     * ratingDelta. The payment header of that execution (X-PAYMENT or PAYMENT-SIGNATURE, its X-PAYMENT-USED value) proves having paid.
      */
-    const rate = (request: RatingRequest, paymentHeader: string | undefined) =>
+    const rate = (request: RatingRequest, proofs: ReadonlyArray<string>) =>
       Effect.gen(function* () {
         const rows = yield* sql`
           SELECT e.id, e.agent_id, e.status, e.depth, p.header_sha256
@@ -119,8 +119,8 @@ export class ReputationBoard extends Effect.Service<ReputationBoard>()("reputati
         if (execution === undefined) {
           return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${request.requestId}` })
         }
-        if (paymentHeader === undefined || sha256(paymentHeader.trim()) !== execution.headerSha256) {
-          return yield* new Forbidden({ code: "RATING_NOT_AUTHORIZED", message: "send the X-PAYMENT header of the execution you rate" })
+        if (!holdsPayment(proofs, execution.headerSha256)) {
+          return yield* new Forbidden({ code: "RATING_NOT_AUTHORIZED", message: "send the payment header of the execution you rate (its X-PAYMENT-USED value)" })
         }
         const refuse = (reason: "not_completed" | "chained" | "already_rated", message: string) =>
           new Conflict({ code: "RATING_NOT_ALLOWED", message, details: { reason } })

@@ -5,8 +5,9 @@ import { AgentResource, RegisterAgentRequest, UpdateAgentRequest } from "../doma
 import { ConflictResponse, ForbiddenResponse, PaymentRequiredResponse, UnauthorizedResponse } from "../domain/Errors.js"
 import { AgentId, Wallet } from "../domain/Ids.js"
 import { ok } from "./Envelope.js"
+import { PaymentHeaderFields } from "./PaymentHeaders.js"
 
-const PaymentHeaders = Schema.Struct({ "x-payment": Schema.optional(Schema.String) })
+const PaymentHeaders = Schema.Struct(PaymentHeaderFields)
 
 export const WalletSignatureHeaders = Schema.Struct({
   "x-agent-wallet": Schema.optional(Schema.String),
@@ -33,10 +34,10 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .addSuccess(ok(Registration), { status: 201 })
       .addError(PaymentRequiredResponse)
       .addError(ConflictResponse)
-      .annotate(OpenApi.Summary, "Register an agent (0.10 USDC via X-PAYMENT)")
+      .annotate(OpenApi.Summary, "Register an agent (0.10 USDC via x402: PAYMENT-SIGNATURE v2 or X-PAYMENT v1)")
       .annotate(
         OpenApi.Description,
-        "Validates everything first (a bad request is never charged), answers 402 with the x402 challenge without X-PAYMENT, then verifies and settles the payment on chain."
+        "Validates everything first (a bad request is never charged), answers 402 with the x402 challenge without payment (v1 JSON body and v2 PAYMENT-REQUIRED header), then verifies and settles the payment on chain. The receipt comes back as PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1)."
       )
   )
   .add(

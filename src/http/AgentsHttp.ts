@@ -2,25 +2,28 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { AppConfig } from "../../layers/Config.js"
+import { presentedFromHeaders } from "../../layers/x402/credential.js"
 import { Agents } from "../../services/agents/Agents.js"
+import { Paywall } from "../../services/payments/Paywall.js"
 import { toResource } from "../../services/agents/View.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
-import { paymentResponseHeader, setResponseHeaders } from "./PaymentHeaders.js"
+import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentHeaders.js"
 
 export const AgentsHttpLive = HttpApiBuilder.group(Api, "agents", (handlers) =>
   Effect.gen(function* () {
     const agents = yield* Agents
+    const paywall = yield* Paywall
     const { publicBaseUrl } = yield* AppConfig
     const resource = `${publicBaseUrl}/api/v1/agents`
     return handlers
       .handle("register", ({ headers, payload }) =>
         Effect.gen(function* () {
-          const result = yield* agents.register(payload, headers["x-payment"], resource)
-          yield* setResponseHeaders({ "X-PAYMENT-RESPONSE": paymentResponseHeader(result.payment) })
+          const result = yield* agents.register(payload, presentedFromHeaders(headers), resource)
+          yield* setResponseHeaders(receiptHeaders(result.payment))
           const { payment: _, ...data } = result
           return respond(data)
-        }))
+        }).pipe(Effect.tapError(challengeHeaders(paywall))))
       .handle("checkWallet", ({ path }) => Effect.map(agents.checkWallet(path.wallet), respond))
       .handle("get", ({ path }) =>
         Effect.map(agents.get(path.id), ({ agent, meta }) => ({ success: true as const, data: toResource(agent), meta })))

@@ -1,5 +1,5 @@
 // /api/v1/analytics and /api/v1/reputation (free reads; an agent's own analytics need its wallet signature) and
-// POST /api/v1/reputation/ratings (a paying client rates a completed execution, proved by its X-PAYMENT).
+// POST /api/v1/reputation/ratings (a paying client rates a completed execution, proved by its payment header).
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
@@ -18,7 +18,6 @@ import {
   EventsPage,
   EventsQuery,
   LeaderboardQuery,
-  RatingHeaders,
   RatingRecorded,
   RatingRequest,
   ReputationLeaderboard,
@@ -26,6 +25,7 @@ import {
 } from "../domain/Reputation.js"
 import { WalletSignatureHeaders } from "./AgentsApi.js"
 import { ok } from "./Envelope.js"
+import { PaymentHeaderFields } from "./PaymentHeaders.js"
 
 const AgentPath = Schema.Struct({ agentId: AgentId })
 const OWNER_ONLY =
@@ -87,14 +87,14 @@ export class ReputationApi extends HttpApiGroup.make("reputation")
   .add(
     HttpApiEndpoint.post("rate", "/ratings")
       .setPayload(RatingRequest)
-      .setHeaders(RatingHeaders)
+      .setHeaders(Schema.Struct(PaymentHeaderFields))
       .addSuccess(ok(RatingRecorded), { status: 201 })
       .addError(ForbiddenResponse)
       .addError(ConflictResponse)
       .annotate(OpenApi.Summary, "Rate a completed execution you paid for: 1-5 stars move the agent's score by -2..+2, once")
       .annotate(
         OpenApi.Description,
-        "Send the X-PAYMENT header of the original execution as proof of payment. Only root executions (not calls inside a chain) that completed can be rated, each once."
+        "Send the payment header of the original execution (its X-PAYMENT-USED value, in X-PAYMENT or PAYMENT-SIGNATURE) as proof of payment. Only root executions (not calls inside a chain) that completed can be rated, each once."
       )
   )
   .add(

@@ -1,6 +1,7 @@
 // Handlers of /api/v1/analytics and /api/v1/reputation: decode, call the service, wrap in the envelope.
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import { proofsFromHeaders } from "../../layers/x402/credential.js"
 import { Analytics } from "../../services/analytics/Analytics.js"
 import { ReputationBoard } from "../../services/reputation/Board.js"
 import { Api } from "./Api.js"
@@ -21,6 +22,6 @@ export const ReputationHttpLive = HttpApiBuilder.group(Api, "reputation", (handl
   Effect.map(ReputationBoard, (board) =>
     handlers
       .handle("leaderboard", ({ urlParams }) => Effect.map(board.leaderboard(urlParams.limit), respond))
-      .handle("rate", ({ headers, payload }) => Effect.map(board.rate(payload, headers["x-payment"]), respond))
+      .handle("rate", ({ headers, payload }) => Effect.map(board.rate(payload, proofsFromHeaders(headers)), respond))
       .handle("profile", ({ path }) => Effect.map(board.profile(path.agentId), respond))
       .handle("events", ({ path, urlParams }) => Effect.map(board.history(path.agentId, urlParams.limit, urlParams.offset), respond))))

@@ -2,13 +2,15 @@
 // returns (the payment used, its settlement, rate-limit windows) into the execution headers.
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
+import { presentedFromHeaders, proofsFromHeaders } from "../../layers/x402/credential.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
+import { Paywall } from "../../services/payments/Paywall.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
 import type { Accepted, ExecutionView } from "../domain/Execution.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
-import { paymentResponseHeader, setResponseHeaders } from "./PaymentHeaders.js"
+import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentHeaders.js"
 
 /** A finished attempt that failed is an error response carrying the execution (so the client can retry it). */
 const settle = (view: ExecutionView): Effect.Effect<{ readonly success: true; readonly data: ExecutionView }, BadGateway | GatewayTimeout> => {
@@ -41,8 +43,8 @@ const retryAfter = (error: unknown) => {
 }
 
 /**
- * The headers of an accepted payment: keep X-PAYMENT-USED to read or retry; X-PAYMENT-RESPONSE once settled; X-Client-Id
- * names the payer for disputes.
+ * The headers of an accepted payment: keep X-PAYMENT-USED to read or retry (it echoes X-PAYMENT or PAYMENT-SIGNATURE);
+ * the receipt once settled, as PAYMENT-RESPONSE (x402 v2) or X-PAYMENT-RESPONSE (v1); X-Client-Id names the payer for disputes.
  */
 const paymentHeaders = (payment: PaymentUse, clientId: string) =>
   setResponseHeaders({
@@ -56,17 +58,18 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
       }),
     ...(payment.settlementTxHash === null
       ? {}
-      : { "X-PAYMENT-RESPONSE": paymentResponseHeader({ txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }) })
+      : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }))
   })
 
 export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handlers) =>
   Effect.gen(function* () {
     const executions = yield* Executions
     const clientIds = yield* ClientIds
+    const paywall = yield* Paywall
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
         executions.execute(payload, {
-          paymentHeader: headers["x-payment"],
+          payment: presentedFromHeaders(headers),
           async: urlParams.async === "true",
           chainBudget: headers["x-chain-budget"],
           chainToken: headers["x-chain-token"]
@@ -87,17 +90,18 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
               )
               : settle(outcome.view)
           ),
-          Effect.tapError(retryAfter)
+          Effect.tapError(retryAfter),
+          Effect.tapError(challengeHeaders(paywall, { paymentIdentifier: true }))
         ))
       .handle("status", ({ headers, path }) =>
         Effect.gen(function* () {
-          const paymentHeader = headers["x-payment"]
-          if (paymentHeader !== undefined) yield* setResponseHeaders({ "X-PAYMENT-USED": paymentHeader.trim() })
-          return respond(yield* executions.status(path.requestId, paymentHeader))
+          const proofs = proofsFromHeaders(headers)
+          if (proofs[0] !== undefined) yield* setResponseHeaders({ "X-PAYMENT-USED": proofs[0] })
+          return respond(yield* executions.status(path.requestId, proofs))
         }))
       .handle("retry", ({ headers, path }) =>
-        executions.retry(path.requestId, headers["x-payment"]).pipe(
-          Effect.tap(() => setResponseHeaders({ "X-PAYMENT-USED": (headers["x-payment"] ?? "").trim() })),
+        executions.retry(path.requestId, proofsFromHeaders(headers)).pipe(
+          Effect.tap(() => setResponseHeaders({ "X-PAYMENT-USED": proofsFromHeaders(headers)[0] ?? "" })),
           Effect.flatMap(settle),
           Effect.tapError(retryAfter)
         ))

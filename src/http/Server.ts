@@ -148,6 +148,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "content-type",
     "authorization",
     "x-payment",
+    "payment-signature",
     "x-agent-wallet",
     "x-agent-signature",
     "x-client-id",
@@ -155,7 +156,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-chain-budget",
     "access-control-expose-headers"
   ],
-  exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
+  exposedHeaders: ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
 })
 
 /** The API with every handler; needs the domain services. */

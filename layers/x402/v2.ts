@@ -1,0 +1,103 @@
+// The x402 v2 wire (exact EVM): the PAYMENT-SIGNATURE payload codec, the PAYMENT-REQUIRED challenge and the
+// PAYMENT-RESPONSE receipt, with CAIP-2 network ids. The v1 codec is header.ts; both carry the same authorization.
+import { Effect, Schema } from "effect"
+import { decodeBase64Json, decodeWith } from "./header.js"
+import { ExactEvmPayload, PaymentRejected } from "./payment.js"
+import type { PaymentRequirements } from "./requirements.js"
+
+/** The CAIP-2 id of an EVM chain, as x402 v2 names networks ("eip155:84532" for Base Sepolia and our devnet). */
+export const caip2Of = (chainId: number): string => `eip155:${chainId}`
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** What a resource is (v2 moves it out of the requirements into its own object). */
+export const ResourceInfo = Schema.Struct({
+  url: Schema.String,
+  description: Schema.optional(Schema.String),
+  mimeType: Schema.optional(Schema.String)
+})
+
+/** One x402 v2 `accepts[]` entry: v1's minus resource/description/mimeType, `amount` for maxAmountRequired, CAIP-2 network. */
+export const PaymentRequirementsV2 = Schema.Struct({
+  scheme: Schema.String,
+  network: Schema.String,
+  asset: Schema.String,
+  amount: Schema.String,
+  payTo: Schema.String,
+  maxTimeoutSeconds: Schema.Number,
+  extra: Schema.optional(JsonObject)
+})
+export type PaymentRequirementsV2 = typeof PaymentRequirementsV2.Type
+
+/** The decoded PAYMENT-SIGNATURE header: the requirements the payer accepted, echoed, and the signed authorization. */
+export const PaymentPayloadV2 = Schema.Struct({
+  x402Version: Schema.Literal(2),
+  resource: Schema.optional(ResourceInfo),
+  accepted: PaymentRequirementsV2,
+  payload: ExactEvmPayload,
+  extensions: Schema.optional(JsonObject)
+})
+export type PaymentPayloadV2 = typeof PaymentPayloadV2.Type
+
+/** Decodes an x402 v2 PAYMENT-SIGNATURE header, bounded like X-PAYMENT; another version is refused by name. */
+export const decodePaymentSignatureHeader = (header: string): Effect.Effect<PaymentPayloadV2, PaymentRejected> =>
+  Effect.gen(function* () {
+    const json = yield* decodeBase64Json(header, "PAYMENT-SIGNATURE")
+    const version = typeof json === "object" && json !== null && "x402Version" in json ? json.x402Version : undefined
+    if (version !== 2) {
+      return yield* new PaymentRejected({
+        reason: "invalid_x402_version",
+        message: "PAYMENT-SIGNATURE carries x402 v2 payment payloads (send a v1 payload in X-PAYMENT)",
+        details: { x402Version: typeof version === "number" ? version : null }
+      })
+    }
+    return yield* decodeWith(PaymentPayloadV2, json, "PAYMENT-SIGNATURE does not hold an x402 v2 exact EVM payment payload")
+  })
+
+/** The x402 v2 PaymentRequired object: the PAYMENT-REQUIRED header's JSON, and an MCP paid tool's error result. */
+export interface PaymentRequiredV2 {
+  readonly x402Version: 2
+  /** Why the payment is required: "payment_required" without one, else the rejection reason (x402 reason names). */
+  readonly error: string
+  readonly resource: { readonly url: string; readonly description: string; readonly mimeType: string }
+  readonly accepts: ReadonlyArray<PaymentRequirementsV2>
+  readonly extensions?: Readonly<Record<string, unknown>>
+}
+
+/** A v1 `accepts[]` entry in v2 form, on the v2 (CAIP-2) `network`; the EIP-712 domain stays in `extra`. */
+export const requirementsV2 = (v1: PaymentRequirements, network: string): PaymentRequirementsV2 => ({
+  scheme: v1.scheme,
+  network,
+  asset: v1.asset,
+  amount: v1.maxAmountRequired,
+  payTo: v1.payTo,
+  maxTimeoutSeconds: v1.maxTimeoutSeconds,
+  extra: { name: v1.extra.name, version: v1.extra.version }
+})
+
+/** The v2 challenge for the same quote as a v1 `accepts` list. */
+export const paymentRequiredV2 = (
+  challenge: { readonly accepts: ReadonlyArray<PaymentRequirements>; readonly error: string },
+  network: string,
+  extensions?: Readonly<Record<string, unknown>>
+): PaymentRequiredV2 => {
+  const first = challenge.accepts[0]
+  return {
+    x402Version: 2,
+    error: challenge.error,
+    resource: { url: first?.resource ?? "", description: first?.description ?? "", mimeType: first?.mimeType ?? "application/json" },
+    accepts: challenge.accepts.map((a) => requirementsV2(a, network)),
+    ...(extensions === undefined || Object.keys(extensions).length === 0 ? {} : { extensions })
+  }
+}
+
+/** The settlement receipt `{success, transaction, network, payer}`: v2's SettleResponse, and v1's X-PAYMENT-RESPONSE body. */
+export const settleResponse = (settlement: { readonly txHash: string; readonly network: string; readonly payer: string }) => ({
+  success: true as const,
+  transaction: settlement.txHash,
+  network: settlement.network,
+  payer: settlement.payer
+})
+
+/** base64 of UTF-8 JSON: how every x402 header (either version) carries its object. */
+export const encodeHeaderJson = (value: unknown): string => Buffer.from(JSON.stringify(value), "utf8").toString("base64")
