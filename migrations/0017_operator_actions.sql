@@ -2,6 +2,8 @@
 -- the transaction of its effect; one that moved a machine names the transition it caused (machine_transitions).
 CREATE TABLE operator_actions (
   id text PRIMARY KEY CHECK (id LIKE 'opa\_%'),
+  -- Insertion order: the order actions happened in (several in one millisecond are common; ids are random).
+  seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
   -- The name the operator gave (X-Operator) and which token was used (the first 16 hex digits of its SHA-256).
   operator text NOT NULL CHECK (length(operator) BETWEEN 1 AND 64),
   token_fingerprint text NOT NULL CHECK (token_fingerprint ~ '^[0-9a-f]{16}$'),
@@ -18,8 +20,8 @@ CREATE TABLE operator_actions (
   details jsonb NOT NULL DEFAULT '{}',
   at timestamptz NOT NULL
 );
-CREATE INDEX operator_actions_actor ON operator_actions (machine, actor_id, at);
-CREATE INDEX operator_actions_at ON operator_actions (at DESC, id DESC);
+CREATE INDEX operator_actions_actor ON operator_actions (machine, actor_id, seq);
+CREATE INDEX operator_actions_transition ON operator_actions (transition_id) WHERE transition_id IS NOT NULL;
 
 -- Transactions by requester (the paying wallet), newest first; by provider uses executions_agent. Neither column
 -- ever changes, so the index costs one entry per new execution and no update of a running one.

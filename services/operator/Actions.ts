@@ -5,7 +5,7 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { newId } from "../../src/domain/Ids.js"
 import { rowsOf } from "../sql/Rows.js"
-import { decodeTimeCursor, page } from "./cursor.js"
+import { decodeCursor, invalidCursor, page } from "./cursor.js"
 
 /** Who acts: the name the operator gave, and which operator token was used (never the token itself). */
 export interface OperatorIdentity {
@@ -47,7 +47,7 @@ export const ActionRow = Schema.Struct({
   transitionId: Schema.NullOr(Schema.String),
   details: Schema.Unknown,
   at: Schema.DateFromSelf,
-  atKey: Schema.String
+  seq: Schema.String
 })
 export type ActionRow = typeof ActionRow.Type
 const actions = rowsOf(ActionRow)
@@ -70,7 +70,7 @@ export const actionView = (row: ActionRow) => ({
 })
 export type ActionView = ReturnType<typeof actionView>
 
-const COLUMNS = "id, operator, token_fingerprint, action, machine, actor_id, reason, outcome, from_state, to_state, transition_id::text AS transition_id, details, at, at::text AS at_key"
+const COLUMNS = "id, operator, token_fingerprint, action, machine, actor_id, reason, outcome, from_state, to_state, transition_id::text AS transition_id, details, at, seq::text AS seq"
 
 export class OperatorLog extends Effect.Service<OperatorLog>()("operator/OperatorLog", {
   effect: Effect.gen(function* () {
@@ -106,23 +106,24 @@ export class OperatorLog extends Effect.Service<OperatorLog>()("operator/Operato
         return row === undefined ? yield* Effect.dieMessage("operator action not recorded") : actionView(row)
       })
 
-    /** Every action on one actor, oldest first (a bounded number: levers are pulled by hand). */
+    /** Every action on one actor, in the order they happened (a bounded number: levers are pulled by hand). */
     const forActor = (machine: string, actorId: string) =>
       Effect.map(
-        actions(sql`SELECT ${columns} FROM operator_actions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY at, id LIMIT 500`),
+        actions(sql`SELECT ${columns} FROM operator_actions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY seq LIMIT 500`),
         (rows) => rows.map(actionView)
       ).pipe(Effect.orDie)
 
-    /** The audit list, newest first, optionally for one actor. */
+    /** The audit list, latest first, optionally for one actor. */
     const list = (query: { readonly machine?: string | undefined; readonly actorId?: string | undefined; readonly limit: number; readonly cursor?: string | undefined }) =>
       Effect.gen(function* () {
-        const after = yield* decodeTimeCursor(query.cursor)
+        const after = yield* decodeCursor(query.cursor)
+        if (Option.isSome(after) && (after.value[0] !== "action" || !/^\d{1,18}$/.test(after.value[1]))) return yield* Effect.fail(invalidCursor())
         const rows = yield* actions(sql`SELECT ${columns} FROM operator_actions WHERE ${sql.and([
           ...(query.machine === undefined ? [] : [sql`machine = ${query.machine}`]),
           ...(query.actorId === undefined ? [] : [sql`actor_id = ${query.actorId}`]),
-          ...Option.match(after, { onNone: () => [], onSome: (c) => [sql`(at, id) < (${c.at}::timestamptz, ${c.id})`] })
-        ])} ORDER BY at DESC, id DESC LIMIT ${query.limit + 1}`).pipe(Effect.orDie)
-        const { items, pagination } = page(rows, query.limit, (r) => [r.atKey, r.id])
+          ...Option.match(after, { onNone: () => [], onSome: ([, seq]) => [sql`seq < ${seq}::bigint`] })
+        ])} ORDER BY seq DESC LIMIT ${query.limit + 1}`).pipe(Effect.orDie)
+        const { items, pagination } = page(rows, query.limit, (r) => ["action", r.seq])
         return { actions: items.map(actionView), pagination }
       })
 
