@@ -9,6 +9,8 @@ export interface CircuitContext {
   /** When an open circuit lets a trial call through (becomes half-open). */
   readonly retryAt: number | null
   readonly trips: number
+  /** Held open by an operator: no probe, no reset, until an operator closes it (absent in snapshots stored before). */
+  readonly forced?: boolean
 }
 
 export type CircuitEvent =
@@ -18,6 +20,9 @@ export type CircuitEvent =
   | { readonly type: "PROBE"; readonly at: number }
   /** A call succeeded while not closed (opossum closed, or any process saw a success). */
   | { readonly type: "RESET"; readonly at: number }
+  /** Operator levers: `by` is the operator's name, `reason` why (kept in the transition history). */
+  | { readonly type: "FORCE_OPEN"; readonly at: number; readonly by: string; readonly reason: string }
+  | { readonly type: "FORCE_CLOSE"; readonly at: number; readonly by: string; readonly reason: string }
 
 export const circuitMachine = setup({
   types: {
@@ -33,15 +38,16 @@ export const circuitMachine = setup({
     clearDeadline: assign({ openedAt: null, retryAt: null })
   },
   guards: {
-    retryDue: ({ context, event }) => context.retryAt === null || event.at >= context.retryAt
+    retryDue: ({ context, event }) => context.forced !== true && (context.retryAt === null || event.at >= context.retryAt),
+    notForced: ({ context }) => context.forced !== true
   }
 }).createMachine({
   id: "circuit",
   initial: "closed",
-  context: ({ input }) => ({ resetTimeoutMs: input.resetTimeoutMs, openedAt: null, retryAt: null, trips: 0 }),
+  context: ({ input }) => ({ resetTimeoutMs: input.resetTimeoutMs, openedAt: null, retryAt: null, trips: 0, forced: false }),
   states: {
     closed: {
-      on: { TRIP: "open" }
+      on: { TRIP: "open", FORCE_OPEN: { target: "open", actions: assign({ forced: true }) } }
     },
     open: {
       entry: [
@@ -54,15 +60,20 @@ export const circuitMachine = setup({
         { type: "circuitChanged", params: { state: "open" } }
       ],
       on: {
+        // A forced circuit ignores its probe timer and successes seen elsewhere: only FORCE_CLOSE ends it.
         PROBE: { target: "half-open", guard: "retryDue" },
-        RESET: { target: "closed", actions: ["clearDeadline", { type: "circuitChanged", params: { state: "closed" } }] }
+        RESET: { guard: "notForced", target: "closed", actions: ["clearDeadline", { type: "circuitChanged", params: { state: "closed" } }] },
+        FORCE_OPEN: { guard: "notForced", actions: assign({ forced: true }) },
+        FORCE_CLOSE: { target: "closed", actions: ["clearDeadline", assign({ forced: false }), { type: "circuitChanged", params: { state: "closed" } }] }
       }
     },
     "half-open": {
       entry: { type: "circuitChanged", params: { state: "half-open" } },
       on: {
         TRIP: "open",
-        RESET: { target: "closed", actions: ["clearDeadline", { type: "circuitChanged", params: { state: "closed" } }] }
+        RESET: { target: "closed", actions: ["clearDeadline", { type: "circuitChanged", params: { state: "closed" } }] },
+        FORCE_OPEN: { target: "open", actions: assign({ forced: true }) },
+        FORCE_CLOSE: { target: "closed", actions: ["clearDeadline", { type: "circuitChanged", params: { state: "closed" } }] }
       }
     }
   }

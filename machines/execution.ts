@@ -24,6 +24,11 @@ export interface ExecutionContext {
   readonly releaseAt: number | null
   /** A sub-call inside a chain: paid from the chain's budget, which a failure gives back at once (no retry, no refund). */
   readonly chained: boolean
+  /**
+   * A fact, not the machine's own: the agent is suspended (its host reads the agent's status under the row lock at every
+   * step). Its money is not released while it holds; reinstatement (AGENT_REINSTATED) re-arms the release.
+   */
+  readonly frozen: boolean
 }
 
 export type ExecutionEvent =
@@ -50,6 +55,10 @@ export type ExecutionEvent =
   | { readonly type: "DISPUTE_OPENED"; readonly at: number; readonly disputeId: string }
   /** The platform resolved the dispute: `clientShare` (micro-USDC digits) goes back to the payer, the rest is released. */
   | { readonly type: "DISPUTE_RESOLVED"; readonly at: number; readonly disputeId: string; readonly clientShare: string }
+  /** Operator lever: the agent was reinstated; held money whose release was refused while it was suspended is due again. */
+  | { readonly type: "AGENT_REINSTATED"; readonly at: number; readonly by: string; readonly reason: string }
+  /** Operator lever: the pending refund (a failed attempt waiting for its next try) is sent at once. */
+  | { readonly type: "REFUND_RETRY"; readonly at: number; readonly by: string; readonly reason: string }
 
 export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE"
 
@@ -93,6 +102,8 @@ export const executionMachine = setup({
     startRefund: () => {},
     /** Host: the escrow is refunded (the refund booked its own treasury movement when its transfer was mined). */
     confirmRefund: (_, _params: { readonly txHash: string }) => {},
+    /** Host: the execution's pending refund is due now (the refund worker sends it on its next pass). */
+    retryRefund: () => {},
     /** Host: escrow → settlement receivable (the payment never arrived, nothing to pay out). */
     voidEscrow: () => {},
     /** Host: escrow → the chain's budget (a failed sub-call's reservation is the chain's to spend again). */
@@ -117,7 +128,8 @@ export const executionMachine = setup({
     paymentSettled: ({ context }) => context.payment === "settled",
     paymentFailed: ({ context }) => context.payment === "failed",
     refundDue: ({ context }) => context.windowClosed && context.payment === "settled",
-    instant: ({ context }) => context.releaseDelayMs <= 0,
+    releaseNow: ({ context }) => context.releaseDelayMs <= 0 && !context.frozen,
+    releasable: ({ context }) => !context.frozen,
     scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0,
     nothingToRefund: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.clientShare === "0"
   }
@@ -137,7 +149,8 @@ export const executionMachine = setup({
     unscored: [],
     releaseDelayMs: 0,
     releaseAt: null,
-    chained: input.chained === true
+    chained: input.chained === true,
+    frozen: false
   }),
   on: {
     PAYMENT_SETTLED: { actions: "markSettled" },
@@ -184,7 +197,7 @@ export const executionMachine = setup({
         },
         releasing: {
           always: [
-            { guard: "instant", target: "released", actions: "releaseEscrow" },
+            { guard: "releaseNow", target: "released", actions: "releaseEscrow" },
             {
               target: "held",
               actions: [
@@ -196,7 +209,12 @@ export const executionMachine = setup({
         },
         held: {
           on: {
-            RELEASE_DUE: { target: "released", actions: "releaseEscrow" },
+            // Refused while the agent is suspended (the timer is spent); reinstatement arms it again.
+            RELEASE_DUE: { guard: "releasable", target: "released", actions: "releaseEscrow" },
+            AGENT_REINSTATED: {
+              guard: "releasable",
+              actions: { type: "scheduleTimer", params: ({ context, event }) => ({ event: "RELEASE_DUE", at: context.releaseAt ?? event.at }) }
+            },
             DISPUTE_OPENED: {
               target: "disputed",
               actions: [{ type: "cancelTimer", params: { event: "RELEASE_DUE" } }, { type: "freezeForDispute", params: { released: false } }]
@@ -216,7 +234,10 @@ export const executionMachine = setup({
           }
         },
         refundingDispute: {
-          on: { REFUND_CONFIRMED: { target: "resolved", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } } }
+          on: {
+            REFUND_CONFIRMED: { target: "resolved", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } },
+            REFUND_RETRY: { actions: "retryRefund" }
+          }
         },
         resolved: {},
         unpaid: { entry: "voidEscrow" }
@@ -238,7 +259,10 @@ export const executionMachine = setup({
     },
     refunding: {
       entry: "startRefund",
-      on: { REFUND_CONFIRMED: { target: "refunded", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } } }
+      on: {
+        REFUND_CONFIRMED: { target: "refunded", actions: { type: "confirmRefund", params: ({ event }) => ({ txHash: event.txHash }) } },
+        REFUND_RETRY: { actions: "retryRefund" }
+      }
     },
     refunded: { type: "final" },
     /** A failed sub-call: its reservation went back to the chain's budget. */

@@ -16,6 +16,8 @@ export type SettlementEvent =
   /** It can never settle (reverted, funds gone, authorization expired or used elsewhere). */
   | { readonly type: "FAILED_FINAL"; readonly at: number; readonly reason: string }
   | { readonly type: "RETRY_DUE"; readonly at: number }
+  /** Operator lever: try again now instead of at the backoff's time (`by`: the operator's name, `reason`: why). */
+  | { readonly type: "RETRY_NOW"; readonly at: number; readonly by: string; readonly reason: string }
 
 /** Backoff between settlement attempts: 2 s, 4 s, 8 s ... capped at 5 minutes. */
 export const settlementBackoffMs = (attempts: number) => Math.min(2_000 * 2 ** Math.max(0, attempts - 1), 300_000)
@@ -63,7 +65,8 @@ export const settlementMachine = setup({
       on: {
         SETTLED: { target: "settled", actions: ["noteTxHash", { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }] },
         FAILED_FINAL: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
-        RETRY_DUE: "reserved"
+        RETRY_DUE: "reserved",
+        RETRY_NOW: "reserved"
       }
     },
     // Final: late events (a second SETTLED from recovery) are not accepted, so they change nothing.

@@ -42,6 +42,11 @@ import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
+import { OperatorLog } from "../services/operator/Actions.js"
+import { Inspection } from "../services/operator/Inspection.js"
+import { Levers } from "../services/operator/Levers.js"
+import { OperatorStats } from "../services/operator/Stats.js"
+import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
 import { HttpLive } from "./http/Server.js"
@@ -120,7 +125,12 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         OperatorTokenLive,
         Discovery.Default,
         Analytics.Default,
-        ReputationBoard.Default
+        ReputationBoard.Default,
+        Inspection.Default,
+        OperatorLog.Default,
+        Levers.Default,
+        OperatorStats.Default,
+        OperatorTransactions.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -249,20 +249,26 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         Effect.map((rows) => (rows[0] === undefined ? { exists: false } : { exists: true, agentId: rows[0].id }))
       )
 
-    /** Operator: suspend, reinstate or pause an agent, with a reason kept on the agent. */
+    /**
+     * Operator: suspend, reinstate or pause an agent, with a reason kept on the agent, inside the caller's transaction
+     * (the caller invalidates the cache once it committed). `previous` is the status it had (none: no such agent).
+     */
+    const setStatusIn = (id: AgentId, status: "active" | "inactive" | "suspended", reason: string | undefined) =>
+      Effect.gen(function* () {
+        const [current] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${id} AND status <> 'pending' FOR UPDATE`
+        if (current === undefined) return Option.none()
+        const rows = yield* sql`UPDATE agents SET status = ${status}, status_reason = ${reason ?? null}, updated_at = now() WHERE id = ${id} RETURNING *`
+        yield* outbox.emit("agent.status_changed", id, { agentId: id, status, reason: reason ?? null })
+        return Option.some({ previous: current.status, agent: yield* Effect.orDie(decodeRecord(rows[0])) })
+      })
+
+    /** Operator: the same in its own transaction. */
     const setStatus = (id: AgentId, status: "active" | "inactive" | "suspended", reason: string | undefined) =>
       Effect.gen(function* () {
-        const rows = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql`UPDATE agents SET status = ${status}, status_reason = ${reason ?? null}, updated_at = now()
-                                    WHERE id = ${id} AND status <> 'pending' RETURNING *`
-            if (rows.length > 0) yield* outbox.emit("agent.status_changed", id, { agentId: id, status, reason: reason ?? null })
-            return rows
-          })
-        ).pipe(Effect.orDie)
-        if (rows[0] === undefined) return yield* notFound(id)
+        const changed = yield* sql.withTransaction(setStatusIn(id, status, reason)).pipe(Effect.orDie)
+        if (Option.isNone(changed)) return yield* notFound(id)
         yield* cache.invalidate(id)
-        return yield* Effect.orDie(decodeRecord(rows[0]))
+        return changed.value.agent
       })
 
     /** Operator: pin a trust tier (null returns the agent to the tier it earns). */
@@ -278,7 +284,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         return yield* Effect.orDie(decodeRecord(rows[0]))
       })
 
-    return { register, get, update, deactivate, checkWallet, setStatus, setTrustTier, loadRecord } as const
+    return { register, get, update, deactivate, checkWallet, setStatus, setStatusIn, setTrustTier, loadRecord } as const
   }),
   dependencies: [JsonSchemas.Default, UrlGuard.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
 }) {}

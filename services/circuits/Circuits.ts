@@ -26,6 +26,11 @@ const retryAtOf = (snapshot: unknown): number | null => {
     : null
 }
 
+/** Held open by an operator (FORCE_OPEN): refused whatever its retry time says, until an operator closes it. */
+const forcedOf = (snapshot: unknown): boolean =>
+  isPersistedSnapshot(snapshot) && typeof snapshot.context === "object" && snapshot.context !== null &&
+  "forced" in snapshot.context && snapshot.context.forced === true
+
 export class Circuits extends Effect.Service<Circuits>()("circuits/Circuits", {
   scoped: Effect.gen(function* () {
     const host = yield* MachineHost
@@ -57,12 +62,15 @@ export class Circuits extends Effect.Service<Circuits>()("circuits/Circuits", {
         const now = yield* Clock.currentTimeMillis
         const retryAt = agent.circuitState === "open" ? retryAtOf(agent.circuitSnapshot) : null
         const localOpen = proxy.isOpen(agent.id)
-        if (!localOpen && (retryAt === null || now >= retryAt)) return
+        const forced = agent.circuitState === "open" && forcedOf(agent.circuitSnapshot)
+        if (!forced && !localOpen && (retryAt === null || now >= retryAt)) return
         const retryAfterSeconds = Math.max(1, Math.ceil(((retryAt ?? now + resetTimeoutMs) - now) / 1000))
         return yield* new Unavailable({
           code: "AGENT_UNAVAILABLE",
-          message: "the agent's circuit breaker is open after repeated failures; nothing was charged",
-          details: { agentId: agent.id, circuitState: "open", retryAfterSeconds }
+          message: forced
+            ? "the platform holds the agent's circuit breaker open; nothing was charged"
+            : "the agent's circuit breaker is open after repeated failures; nothing was charged",
+          details: { agentId: agent.id, circuitState: "open", retryAfterSeconds, ...(forced ? { forced: true } : {}) }
         })
       })
 

@@ -39,7 +39,9 @@ export const ExecutionRow = Schema.Struct({
   headerSha256: Schema.String,
   escrowStatus: Schema.String,
   refundStatus: Schema.NullOr(Schema.String),
-  refundTxHash: Schema.NullOr(Schema.String)
+  refundTxHash: Schema.NullOr(Schema.String),
+  /** The agent's status now (a suspended agent's money is frozen: a fact its execution machine reads at every step). */
+  agentStatus: Schema.String
 })
 export type ExecutionRow = typeof ExecutionRow.Type
 export type EscrowStatus = "released" | "refunding" | "refunded" | "void" | "disputed" | "returned"
@@ -52,9 +54,10 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
     const select = (id: string, lock: boolean) =>
       sql`
         SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.header_sha256,
-               s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash
+               s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status
         FROM executions e
         JOIN payments p ON p.id = e.payment_id
+        JOIN agents a ON a.id = e.agent_id
         JOIN escrows s ON s.execution_id = e.id
         LEFT JOIN refunds r ON r.execution_id = e.id
         WHERE e.id = ${id} ${lock ? sql`FOR UPDATE OF e` : sql``}`.pipe(

@@ -17,13 +17,17 @@ import { CALLBACK_STATES, forCallback } from "./View.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
 
-/** Snapshots stored before a context field existed get its initial value. */
+/**
+ * Snapshots stored before a context field existed get its initial value; `frozen` is the agent's suspension, read with
+ * the row under its lock (a suspension committed before this step freezes it; one committed after comes too late for it).
+ */
 const snapshotOf = (row: ExecutionRow): PersistedSnapshot => {
-  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [], chained: false } }
+  const frozen = row.agentStatus === "suspended"
+  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [], chained: false, frozen } }
   const context = row.machineSnapshot.context
   return {
     value: row.machineSnapshot.value,
-    context: typeof context === "object" && context !== null ? { unscored: [], chained: false, ...context } : context
+    context: typeof context === "object" && context !== null ? { unscored: [], chained: false, ...context, frozen } : context
   }
 }
 
@@ -211,6 +215,9 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               remainingBudget: formatUsdc(BigInt(chain.remaining))
             })
           }),
+        // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.
+        retryRefund: (_, { row, event }) =>
+          sql`UPDATE refunds SET next_attempt_at = ${new Date(event.at)} WHERE execution_id = ${row.id} AND status = 'pending'`.pipe(Effect.asVoid),
         voidEscrow: (_, { row, event }) =>
           moveEscrow(row, "escrow_void", "void", event.at, [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }])
       },

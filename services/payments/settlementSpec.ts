@@ -50,7 +50,12 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
       save: (id, _row, step, event) =>
         Effect.gen(function* () {
           const context = step.snapshot.context
-          const nextAttemptAt = event.type === "FAILED_TRANSIENT" && typeof context.nextAttemptAt === "number" ? context.nextAttemptAt : null
+          // An operator's RETRY_NOW makes the payment due for the recovery worker at once.
+          const nextAttemptAt = event.type === "FAILED_TRANSIENT" && typeof context.nextAttemptAt === "number"
+            ? context.nextAttemptAt
+            : event.type === "RETRY_NOW"
+            ? event.at
+            : null
           yield* sql`UPDATE payments SET ${sql.update({
             status: step.state,
             machineSnapshot: JSON.stringify(step.persisted),

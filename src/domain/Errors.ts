@@ -42,6 +42,8 @@ export const ErrorCodes = {
   DISPUTE_NOT_FOUND: { status: 404, meaning: "No dispute with this id." },
   WEBHOOK_NOT_FOUND: { status: 404, meaning: "No webhook with this id (or it belongs to another agent)." },
   CHAIN_NOT_FOUND: { status: 404, meaning: "No chain with this id, or the chain has ended (its unspent budget was given back)." },
+  ACTOR_NOT_FOUND: { status: 404, meaning: "Operators: no actor of this machine kind with this id." },
+  REFUND_NOT_FOUND: { status: 404, meaning: "Operators: no refund with this id." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
@@ -54,6 +56,7 @@ export const ErrorCodes = {
   EVIDENCE_LIMIT_REACHED: { status: 409, meaning: "Each party may submit at most 10 evidence items per dispute." },
   WEBHOOK_LIMIT_REACHED: { status: 409, meaning: "An agent may have at most 5 webhooks." },
   DELIVERY_ALREADY_REQUEUED: { status: 409, meaning: "This dead-letter entry was already requeued (details.requeuedAt)." },
+  LEVER_NOT_APPLICABLE: { status: 409, meaning: "Operators: the actor's current state does not take this lever (details.state); nothing changed, and the refusal is recorded." },
   RATING_NOT_ALLOWED: { status: 409, meaning: "Only a completed root execution can be rated, once; details.reason is not_completed, chained or already_rated." },
   CHAIN_TIMEOUT: { status: 408, meaning: "The chain is older than its 5-minute limit; no more sub-calls are accepted." },
   LENGTH_REQUIRED: { status: 411, meaning: "Request bodies must be sent with a Content-Length (chunked uploads are not accepted)." },
@@ -129,7 +132,7 @@ export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fiel
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 
@@ -148,7 +151,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
     "EVIDENCE_LIMIT_REACHED",
     "RATING_NOT_ALLOWED",
     "WEBHOOK_LIMIT_REACHED",
-    "DELIVERY_ALREADY_REQUEUED"
+    "DELIVERY_ALREADY_REQUEUED",
+    "LEVER_NOT_APPLICABLE"
   )
 ) {}
 export const ConflictResponse = envelope(Conflict, "Conflict", Conflict.fields.code, 409)

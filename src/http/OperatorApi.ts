@@ -1,17 +1,39 @@
-// /api/v1/operator: platform actions behind the operator bearer token.
+// /api/v1/operator: machine inspection, levers (each recorded: who, what, when, why), platform statistics and
+// transactions by requester or provider, all behind the operator bearer token.
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentResource, TrustTier } from "../domain/Agent.js"
-import { UnauthorizedResponse, UnavailableResponse } from "../domain/Errors.js"
-import { AgentId } from "../domain/Ids.js"
+import { ConflictResponse, UnauthorizedResponse, UnavailableResponse } from "../domain/Errors.js"
+import {
+  ActionList,
+  ActionListQuery,
+  ActorDetail,
+  ActorHistory,
+  ActorList,
+  ActorListQuery,
+  ActorPath,
+  AgentPath,
+  ForceCircuitRequest,
+  IdPath,
+  KindCounts,
+  KindPath,
+  LeverRequest,
+  OperatorAction,
+  OperatorHeaders,
+  OperatorStats,
+  PageQuery,
+  ProviderPath,
+  RequesterPath,
+  SetAgentStatusRequest,
+  StatsQuery,
+  TransactionList
+} from "../domain/Operator.js"
 import { ok } from "./Envelope.js"
 
 export class OperatorAuth extends HttpApiMiddleware.Tag<OperatorAuth>()("OperatorAuth", {
   failure: UnauthorizedResponse,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
-
-const AgentPath = Schema.Struct({ id: AgentId })
 
 const ReconciliationView = Schema.Struct({
   block: Schema.String,
@@ -28,23 +50,102 @@ export const TreasuryReconciliation = Schema.Struct({
   lastCheck: Schema.NullOr(Schema.extend(ReconciliationView, Schema.Struct({ confirmed: Schema.Boolean })))
 }).annotations({ identifier: "TreasuryReconciliation" })
 
+/** A lever: X-Operator names who pulls it, the body says why; the answer is the recorded action. */
+const lever = <N extends string, P extends `/${string}`>(name: N, path: P, summary: string) =>
+  HttpApiEndpoint.post(name, path)
+    .setHeaders(OperatorHeaders)
+    .setPayload(LeverRequest)
+    .addSuccess(ok(OperatorAction))
+    .addError(ConflictResponse)
+    .annotate(OpenApi.Summary, summary)
+
 export class OperatorApi extends HttpApiGroup.make("operator")
   .add(
     HttpApiEndpoint.post("setAgentStatus", "/agents/:id/status")
       .setPath(AgentPath)
-      .setPayload(Schema.Struct({
-        status: Schema.Literal("active", "inactive", "suspended"),
-        reason: Schema.optional(Schema.String.pipe(Schema.maxLength(1000)))
-      }))
+      .setHeaders(OperatorHeaders)
+      .setPayload(SetAgentStatusRequest)
       .addSuccess(ok(AgentResource))
-      .annotate(OpenApi.Summary, "Suspend, reinstate or pause an agent")
+      .addError(ConflictResponse)
+      .annotate(OpenApi.Summary, "Suspend, reinstate or pause an agent (recorded; suspended: out of discovery and execution, its escrow frozen)")
   )
+  .add(lever("suspendAgent", "/agents/:id/suspend", "Suspend an agent: out of discovery, executions answer AGENT_NOT_FOUND, its money stops being released").setPath(AgentPath))
+  .add(lever("reinstateAgent", "/agents/:id/reinstate", "Reinstate a suspended agent: back in discovery; releases refused meanwhile are armed again").setPath(AgentPath))
   .add(
     HttpApiEndpoint.post("setTrustTier", "/agents/:id/trust-tier")
       .setPath(AgentPath)
       .setPayload(Schema.Struct({ tier: Schema.NullOr(TrustTier) }))
       .addSuccess(ok(AgentResource))
       .annotate(OpenApi.Summary, "Pin an agent's trust tier (null: back to the earned tier)")
+  )
+  .add(lever("retrySettlement", "/settlements/:id/retry", "Retry a settlement waiting for its backoff (state retrying) now: the recovery worker takes it on its next pass").setPath(IdPath))
+  .add(lever("retryRefund", "/refunds/:id/retry", "Send a pending refund (a failed attempt waiting for its next try) on the refund worker's next pass").setPath(IdPath))
+  .add(lever("requeueDelivery", "/webhook-deliveries/:id/requeue", "Requeue a dead-lettered webhook delivery: a new delivery of the same event and body").setPath(IdPath))
+  .add(
+    HttpApiEndpoint.post("forceCircuit", "/circuits/:id/force")
+      .setPath(AgentPath)
+      .setHeaders(OperatorHeaders)
+      .setPayload(ForceCircuitRequest)
+      .addSuccess(ok(OperatorAction))
+      .addError(ConflictResponse)
+      .annotate(OpenApi.Summary, "Force an agent's circuit open (held until an operator closes it) or closed")
+  )
+  .add(
+    HttpApiEndpoint.get("machineCounts", "/machines")
+      .addSuccess(ok(Schema.Array(KindCounts)))
+      .annotate(OpenApi.Summary, "Every machine kind with its actors counted per state")
+  )
+  .add(
+    HttpApiEndpoint.get("listActors", "/machines/:kind")
+      .setPath(KindPath)
+      .setUrlParams(ActorListQuery)
+      .addSuccess(ok(ActorList))
+      .annotate(OpenApi.Summary, "Actors of a kind, optionally in one state, newest first (keyset pages: limit, cursor)")
+  )
+  .add(
+    HttpApiEndpoint.get("kindCounts", "/machines/:kind/counts")
+      .setPath(KindPath)
+      .addSuccess(ok(KindCounts))
+      .annotate(OpenApi.Summary, "A kind's actors counted per state (every state, zeros included)")
+  )
+  .add(
+    HttpApiEndpoint.get("actor", "/machines/:kind/actors/:id")
+      .setPath(ActorPath)
+      .addSuccess(ok(ActorDetail))
+      .annotate(OpenApi.Summary, "One actor: state, snapshot, summary, pending timers with their due times, operator actions")
+  )
+  .add(
+    HttpApiEndpoint.get("actorHistory", "/machines/:kind/actors/:id/history")
+      .setPath(ActorPath)
+      .setUrlParams(PageQuery)
+      .addSuccess(ok(ActorHistory))
+      .annotate(OpenApi.Summary, "One actor's transitions, oldest first (event, from, to, time; the operator action behind one it caused)")
+  )
+  .add(
+    HttpApiEndpoint.get("actions", "/actions")
+      .setUrlParams(ActionListQuery)
+      .addSuccess(ok(ActionList))
+      .annotate(OpenApi.Summary, "Recorded operator actions, newest first (filter: machine, actorId)")
+  )
+  .add(
+    HttpApiEndpoint.get("stats", "/stats")
+      .setUrlParams(StatsQuery)
+      .addSuccess(ok(OperatorStats))
+      .annotate(OpenApi.Summary, "Platform statistics with the fees collected (from the ledger), in total, by kind and by UTC day")
+  )
+  .add(
+    HttpApiEndpoint.get("transactionsByRequester", "/transactions/requester/:requester")
+      .setPath(RequesterPath)
+      .setUrlParams(PageQuery)
+      .addSuccess(ok(TransactionList))
+      .annotate(OpenApi.Summary, "Transactions a wallet paid for, or that an agent requested inside chains, newest first")
+  )
+  .add(
+    HttpApiEndpoint.get("transactionsByProvider", "/transactions/provider/:agentId")
+      .setPath(ProviderPath)
+      .setUrlParams(PageQuery)
+      .addSuccess(ok(TransactionList))
+      .annotate(OpenApi.Summary, "Transactions an agent provided, newest first")
   )
   .add(
     HttpApiEndpoint.get("treasuryReconciliation", "/treasury/reconciliation")

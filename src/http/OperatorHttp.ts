@@ -1,11 +1,17 @@
-// Handlers of /api/v1/operator and the bearer-token check guarding them.
+// Handlers of /api/v1/operator (thin: decode, call services/operator/*, encode) and the bearer-token check guarding them.
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
-import { timingSafeEqual } from "node:crypto"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { Agents } from "../../services/agents/Agents.js"
 import { toResource } from "../../services/agents/View.js"
+import { type OperatorIdentity, OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
+import { Inspection } from "../../services/operator/Inspection.js"
+import { Levers } from "../../services/operator/Levers.js"
+import { OperatorStats } from "../../services/operator/Stats.js"
+import { OperatorTransactions } from "../../services/operator/Transactions.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
-import { Unauthorized, Unavailable } from "../domain/Errors.js"
+import { NotFound, Unauthorized, Unavailable } from "../domain/Errors.js"
+import { OPERATOR_PAGE_DEFAULT } from "../domain/Operator.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { OperatorAuth } from "./OperatorApi.js"
@@ -13,10 +19,10 @@ import { OperatorAuth } from "./OperatorApi.js"
 /** The operator bearer token in force (configured, or generated at start in devnet). */
 export class OperatorToken extends Context.Tag("OperatorToken")<OperatorToken, Redacted.Redacted<string>>() {}
 
+/** Constant-time: both sides are hashed to the same length first, so neither the content nor the length leaks. */
 const sameSecret = (a: string, b: string) => {
-  const x = Buffer.from(a)
-  const y = Buffer.from(b)
-  return x.length === y.length && timingSafeEqual(x, y)
+  const digest = (s: string) => createHash("sha256").update(s, "utf8").digest()
+  return timingSafeEqual(digest(a), digest(b))
 }
 
 export const OperatorAuthLive = Layer.effect(
@@ -32,15 +38,56 @@ export const OperatorAuthLive = Layer.effect(
     }))
 )
 
+const actorNotFound = (kind: string, id: string) => new NotFound({ code: "ACTOR_NOT_FOUND", message: `no ${kind} ${id}` })
+
 export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers) =>
   Effect.gen(function* () {
     const agents = yield* Agents
     const reconciliation = yield* Reconciliation
+    const inspection = yield* Inspection
+    const levers = yield* Levers
+    const log = yield* OperatorLog
+    const stats = yield* OperatorStats
+    const transactions = yield* OperatorTransactions
+    const fingerprint = tokenFingerprint(yield* OperatorToken)
+    const who = (headers: { readonly "x-operator": string }): OperatorIdentity => ({ name: headers["x-operator"], tokenFingerprint: fingerprint })
+    const page = (urlParams: { readonly limit?: number | undefined; readonly cursor?: string | undefined }) => ({
+      limit: urlParams.limit ?? OPERATOR_PAGE_DEFAULT,
+      cursor: urlParams.cursor
+    })
+    const agentResource = (id: Parameters<typeof agents.loadRecord>[0]) =>
+      Effect.flatMap(agents.loadRecord(id), Option.match({
+        onNone: () => Effect.fail(new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${id} not found` })),
+        onSome: (agent) => Effect.succeed(respond(toResource(agent)))
+      }))
     return handlers
-      .handle("setAgentStatus", ({ path, payload }) =>
-        Effect.map(agents.setStatus(path.id, payload.status, payload.reason), (agent) => respond(toResource(agent))))
+      .handle("setAgentStatus", ({ path, headers, payload }) =>
+        Effect.zipRight(levers.setAgentStatus(who(headers), path.id, payload.status, payload.reason), agentResource(path.id)))
+      .handle("suspendAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "suspended", payload.reason), respond))
+      .handle("reinstateAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "active", payload.reason), respond))
       .handle("setTrustTier", ({ path, payload }) =>
         Effect.map(agents.setTrustTier(path.id, payload.tier), (agent) => respond(toResource(agent))))
+      .handle("retrySettlement", ({ path, headers, payload }) => Effect.map(levers.retrySettlement(who(headers), path.id, payload.reason), respond))
+      .handle("retryRefund", ({ path, headers, payload }) => Effect.map(levers.retryRefund(who(headers), path.id, payload.reason), respond))
+      .handle("requeueDelivery", ({ path, headers, payload }) => Effect.map(levers.requeueDelivery(who(headers), path.id, payload.reason), respond))
+      .handle("forceCircuit", ({ path, headers, payload }) => Effect.map(levers.forceCircuit(who(headers), path.id, payload.state, payload.reason), respond))
+      .handle("machineCounts", () => Effect.map(inspection.overview, respond))
+      .handle("listActors", ({ path, urlParams }) => Effect.map(inspection.list(path.kind, { ...page(urlParams), state: urlParams.state }), respond))
+      .handle("kindCounts", ({ path }) => Effect.map(inspection.counts(path.kind), respond))
+      .handle("actor", ({ path }) =>
+        Effect.flatMap(inspection.actor(path.kind, path.id), Option.match({
+          onNone: () => Effect.fail(actorNotFound(path.kind, path.id)),
+          onSome: (actor) => Effect.succeed(respond(actor))
+        })))
+      .handle("actorHistory", ({ path, urlParams }) =>
+        Effect.flatMap(inspection.history(path.kind, path.id, page(urlParams)), Option.match({
+          onNone: () => Effect.fail(actorNotFound(path.kind, path.id)),
+          onSome: (history) => Effect.succeed(respond(history))
+        })))
+      .handle("actions", ({ urlParams }) => Effect.map(log.list({ ...page(urlParams), machine: urlParams.machine, actorId: urlParams.actorId }), respond))
+      .handle("stats", ({ urlParams }) => Effect.map(stats.stats(urlParams.days ?? 30), respond))
+      .handle("transactionsByRequester", ({ path, urlParams }) => Effect.map(transactions.list({ requester: path.requester }, page(urlParams)), respond))
+      .handle("transactionsByProvider", ({ path, urlParams }) => Effect.map(transactions.list({ provider: path.agentId }, page(urlParams)), respond))
       .handle("treasuryReconciliation", () =>
         Effect.gen(function* () {
           const current = yield* reconciliation.check().pipe(
