@@ -264,6 +264,10 @@ layer(Seeded, { timeout: 120_000 })("mcp", (it) => {
         expect(error, `${name} ${JSON.stringify(args)}`).toBeInstanceOf(McpError)
         expect(error, `${name} ${JSON.stringify(args)}`).toMatchObject({ code: -32602, message: expect.stringContaining(field) })
       }
+      const detailed = yield* rejection(client.callTool({ name: "discover_agents", arguments: { limit: 0, minHealth: 2 } }))
+      expect(detailed).toMatchObject({
+        data: { code: "VALIDATION_ERROR", issues: expect.arrayContaining([expect.objectContaining({ path: "limit" }), expect.objectContaining({ path: "minHealth" })]) }
+      })
       const still = yield* Effect.promise(() => client.callTool({ name: "list_tags", arguments: {} }))
       expect(still.isError ?? false).toBe(false)
     }))
