@@ -121,7 +121,7 @@ export class McpSessions extends Effect.Service<McpSessions>()("mcp/McpSessions"
         ({ server }) => close(server)
       )
 
-    return { find, handle, open, stateless, sweep, count: Effect.sync(() => sessions.size) } as const
+    return { find, handle, open, stateless } as const
   }),
   dependencies: [McpProtocol.Default]
 }) {}
