@@ -5,7 +5,7 @@ import { BudgetCheck, BudgetCheckRequest, ChainCost, ChainView } from "../domain
 import { ok } from "./Envelope.js"
 
 /** The spec names the path parameter a root transaction id and a UUID at once: both are served. */
-const ChainPath = Schema.Struct({
+export const ChainPath = Schema.Struct({
   id: Schema.String.pipe(
     Schema.pattern(/^(tx_[A-Za-z0-9_-]{8,64}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$/, {
       message: () => "must be a root transaction id (tx_…) or a chain id (UUID)"

@@ -15,7 +15,7 @@ import { Accepted, ExecuteRequest, ExecutionView } from "../domain/Execution.js"
 import { ok } from "./Envelope.js"
 import { PaymentHeaderFields } from "./PaymentHeaders.js"
 
-const RequestIdPath = Schema.Struct({
+export const RequestIdPath = Schema.Struct({
   requestId: Schema.String.pipe(Schema.pattern(/^(req|job)_[A-Za-z0-9_-]{8,64}$/, { message: () => "must be a request id (req_…) or job id (job_…)" }))
 })
 

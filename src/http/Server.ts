@@ -13,6 +13,7 @@ import {
 import { SqlError } from "@effect/sql"
 import { Cause, Config, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
+import { McpHttpLive } from "../mcp/Http.js"
 import {
   BadRequest,
   ErrorClasses,
@@ -154,9 +155,12 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-client-id",
     "x-chain-token",
     "x-chain-budget",
-    "access-control-expose-headers"
+    "access-control-expose-headers",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id"
   ],
-  exposedHeaders: ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
+  exposedHeaders: ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After", "Mcp-Session-Id"]
 })
 
 /** The API with every handler; needs the domain services. */
@@ -173,11 +177,12 @@ const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
   Config.map((trusted) => (trusted ? HttpMiddleware.xForwardedHeaders : <A>(app: A) => app))
 )
 
-/** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */
+/** Serves the API (plus /openapi.json, /docs and the MCP endpoint /mcp) on whatever HttpServer is provided. */
 export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve(middleware))).pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(envelopeMiddleware),
   Layer.provide(cors),
+  Layer.provide(McpHttpLive),
   Layer.provide(ApiLive)
 )
