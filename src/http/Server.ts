@@ -13,6 +13,8 @@ import {
 import { SqlError } from "@effect/sql"
 import { Cause, Config, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
+import { observeRequests } from "../../layers/observability/requests.js"
+import { apiRoutes, makeRouteMatcher } from "../../layers/observability/routes.js"
 import {
   BadRequest,
   ErrorClasses,
@@ -33,6 +35,7 @@ import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
+import { METRICS_PATH, MetricsRouteLive } from "./Metrics.js"
 import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
@@ -153,9 +156,10 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-client-id",
     "x-chain-token",
     "x-chain-budget",
+    "x-request-id",
     "access-control-expose-headers"
   ],
-  exposedHeaders: ["X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
+  exposedHeaders: ["X-Request-Id", "X-PAYMENT-RESPONSE", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After"]
 })
 
 /** The API with every handler; needs the domain services. */
@@ -172,8 +176,21 @@ const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
   Config.map((trusted) => (trusted ? HttpMiddleware.xForwardedHeaders : <A>(app: A) => app))
 )
 
-/** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */
-export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve(middleware))).pipe(
+/** Probes and scrapes: logged at debug, never traced. */
+const QUIET_ROUTES = ["/health", METRICS_PATH]
+
+/** Request id, request log line and HTTP metrics by route template (layers/observability/requests.ts). */
+const observed = observeRequests({
+  routes: makeRouteMatcher(apiRoutes(Api, [["GET", METRICS_PATH], ["GET", "/docs"], ["GET", "/openapi.json"]])),
+  quiet: new Set(QUIET_ROUTES)
+})
+
+/** Serves the API (plus /openapi.json, /docs and /metrics) on whatever HttpServer is provided. */
+export const HttpLive = Layer.unwrapEffect(
+  Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => observed(middleware(app))))
+).pipe(
+  Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url)),
+  Layer.provide(MetricsRouteLive),
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(envelopeMiddleware),
