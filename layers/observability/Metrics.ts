@@ -41,7 +41,7 @@ export const executionsReached = new Counter({
 
 export const machineTransitions = new Counter({
   name: "marketplace_machine_transitions_total",
-  help: "Persisted state-machine transitions saved by this process, by machine and top-level target state",
+  help: "Persisted state-machine transitions saved by this process, by machine and target state (\"completed.held\" for nested states)",
   labelNames: ["machine", "state"] as const,
   registers: [processRegistry]
 })

@@ -11,15 +11,10 @@ export const reachedStatus = (from: string | null, to: string): string | undefin
   return undefined
 }
 
-const topLevel = (state: string) => {
-  const dot = state.indexOf(".")
-  return dot === -1 ? state : state.slice(0, dot)
-}
-
 const count = (kind: MachineKind, delivered: Option.Option<Delivered>) => {
   if (Option.isNone(delivered) || !delivered.value.changed) return
   const { from, state } = delivered.value
-  machineTransitions.inc({ machine: kind, state: topLevel(state) })
+  machineTransitions.inc({ machine: kind, state })
   if (kind !== "execution") return
   const status = reachedStatus(from, state)
   if (status !== undefined) executionsReached.inc({ status })
