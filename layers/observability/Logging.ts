@@ -1,5 +1,6 @@
 // The one logger of the service: every Effect.log* line as one JSON object (production) or one readable line (devnet).
-import { Cause, Config, Context, Effect, FiberRef, FiberRefs, HashMap, Inspectable, Layer, Logger, LogLevel, Option, Tracer } from "effect"
+import { Cause, Config, Context, Effect, FiberRef, FiberRefs, HashMap, Inspectable, Layer, Logger, LogLevel, Option, Redacted, Tracer } from "effect"
+import { globalValue } from "effect/GlobalValue"
 import { AppConfig } from "../Config.js"
 
 export type LogFormat = "json" | "pretty"
@@ -95,25 +96,79 @@ export const prettyLine = (options: Logger.Logger.Options<unknown>): string => {
   return typeof error === "string" ? `${head}\n  ${error.replaceAll("\n", "\n  ")}` : head
 }
 
+/**
+ * Values no log line may show, for the fiber that logs: the request's credentials and payment headers
+ * (layers/observability/requests.ts adds them for the time of the request).
+ */
+export const currentLogSecrets = globalValue(Symbol.for("observability/currentLogSecrets"), () => FiberRef.unsafeMake<ReadonlyArray<string>>([]))
+
+/** Runs `self` with `values` scrubbed from every line it logs. */
+export const withLogSecrets = (values: ReadonlyArray<string>) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  values.length === 0 ? self : Effect.locallyWith(self, currentLogSecrets, (known) => [...known, ...values])
+
+/** Shorter strings are too common to replace safely (and too short to be a credential). */
+const MIN_SECRET = 8
+
+export const scrub = (text: string, secrets: Iterable<string>): string => {
+  let out = text
+  for (const secret of secrets) if (secret.length >= MIN_SECRET && out.includes(secret)) out = out.replaceAll(secret, "<redacted>")
+  return out
+}
+
 /** Writes whole lines to stdout (one write per record, so lines from concurrent fibers never interleave). */
-const makeLogger = (format: LogFormat) => {
+const makeLogger = (format: LogFormat, configured: ReadonlyArray<string>) => {
   const line = format === "json" ? jsonLine : prettyLine
   return Logger.make<unknown, void>((options) => {
-    process.stdout.write(`${line(options)}\n`)
+    const scoped = FiberRefs.getOrDefault(options.context, currentLogSecrets)
+    process.stdout.write(`${scrub(scrub(line(options), configured), scoped)}\n`)
   })
 }
 
+/** The parts of a URL that may carry a key: credentials, and a path or query (hosted RPCs put API keys there). */
+const urlSecrets = (raw: string): Array<string> => {
+  try {
+    const url = new URL(raw)
+    const rest = `${url.pathname === "/" ? "" : url.pathname}${url.search}`
+    return [url.username, decodeURIComponent(url.password), url.password, ...(rest === "" ? [] : [raw, rest])]
+  } catch {
+    return [raw]
+  }
+}
+
+/** Every configured secret, as it could appear in an error message (a viem error quotes the RPC URL, keys and all). */
+const configuredSecrets = Effect.gen(function* () {
+  const config = yield* AppConfig
+  const metricsToken = yield* Config.option(Config.string("METRICS_TOKEN"))
+  const otlpHeaders = yield* Config.option(Config.string("OTEL_EXPORTER_OTLP_HEADERS"))
+  const values = (o: Option.Option<Redacted.Redacted<string>>) => Option.toArray(Option.map(o, Redacted.value))
+  const key = Option.toArray(Option.map(config.treasuryPrivateKey, Redacted.value))
+  return [
+    ...values(config.operatorToken),
+    ...values(config.clientIdSecret),
+    ...values(config.webhookSecretKey),
+    ...values(config.chainTokenSecret),
+    ...key,
+    ...key.map((k) => k.slice(2)),
+    ...values(config.databaseUrl).flatMap(urlSecrets),
+    ...Option.toArray(config.chainRpcUrl).flatMap(urlSecrets),
+    ...Option.toArray(config.facilitatorUrl).flatMap(urlSecrets),
+    ...Option.toArray(metricsToken),
+    ...Option.toArray(otlpHeaders).flatMap((h) => h.split(",").map((pair) => pair.slice(pair.indexOf("=") + 1).trim()))
+  ].filter((s) => s.length >= MIN_SECRET)
+})
+
 /**
  * Replaces Effect's default logger for everything built on top of this layer (handlers, workers, the server) and sets
- * the minimum level. LOG_FORMAT (json | pretty) defaults to pretty in devnet and json with CHAIN_RPC_URL (production).
+ * the minimum level. Configured secrets are scrubbed from every line. LOG_FORMAT (json | pretty) defaults to pretty in devnet and json with CHAIN_RPC_URL (production).
  */
 export const LoggingLive = Layer.unwrapEffect(
   Effect.gen(function* () {
     const { chainMode } = yield* AppConfig
     const format = yield* formatConfig(chainMode === "devnet" ? "pretty" : "json")
     const level = yield* levelConfig
+    const secrets = yield* configuredSecrets
     return Layer.mergeAll(
-      Logger.replace(Logger.defaultLogger, makeLogger(format)),
+      Logger.replace(Logger.defaultLogger, makeLogger(format, secrets)),
       Logger.minimumLogLevel(level),
       Layer.succeed(LogSettings, { format })
     )

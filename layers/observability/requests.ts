@@ -1,8 +1,10 @@
 // Per request: an X-Request-Id (the client's when sane, else ours) on the response and on every log line of the
-// request, one request log line, and the HTTP metrics by route template. Never a header value is logged.
+// request, one request log line, and the HTTP metrics by route template. Never a header value is logged, and the
+// request's credentials and payment headers are scrubbed from any line logged while it runs.
 import { HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Context, Effect, Exit, LogLevel, Option, Tracer } from "effect"
 import { randomUUID } from "node:crypto"
+import { withLogSecrets } from "./Logging.js"
 import { httpDuration, httpRequests } from "./Metrics.js"
 import type { RouteMatcher } from "./routes.js"
 
@@ -21,6 +23,17 @@ const callerTraceId = (header: string | undefined): string | undefined => {
 }
 
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
+
+/** Request headers whose values no log line of the request may show (an error message could quote them). */
+const SECRET_HEADERS = ["authorization", "x-payment", "payment-signature", "x-agent-signature", "x-chain-token", "cookie"]
+
+const secretsOf = (headers: Readonly<Record<string, string | undefined>>): Array<string> =>
+  SECRET_HEADERS.flatMap((name) => {
+    const value = headers[name]
+    if (value === undefined) return []
+    const credential = /^\S+\s+(\S+)$/.exec(value)?.[1] // "Bearer <token>"
+    return credential === undefined ? [value] : [value, credential]
+  })
 
 export interface RequestObservability {
   readonly routes: RouteMatcher
@@ -62,6 +75,7 @@ export const observeRequests = (options: RequestObservability) =>
     return (quiet ? Effect.withTracerEnabled(app, false) : app).pipe(
       HttpApp.withPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))),
       Effect.onExit(finish),
-      Effect.annotateLogs("requestId", requestId)
+      Effect.annotateLogs("requestId", requestId),
+      withLogSecrets(secretsOf(request.headers))
     )
   })

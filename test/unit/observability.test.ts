@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Either, FiberId, FiberRef, FiberRefs, HashMap, List, LogLevel, Option, Redacted } from "effect"
-import { jsonLine, prettyLine } from "../../layers/observability/Logging.js"
+import { jsonLine, prettyLine, scrub } from "../../layers/observability/Logging.js"
 import { reachedStatus } from "../../layers/observability/machines.js"
 import { requestIdOf } from "../../layers/observability/requests.js"
 import { apiRoutes, makeRouteMatcher } from "../../layers/observability/routes.js"
@@ -84,6 +84,14 @@ describe("log lines", () => {
   it("readable in devnet: time, level, message, then only the fields the message does not already show", () => {
     const line = prettyLine(logOptions(["GET /health 200", { method: "GET", route: "/health", status: 200, durationMs: 1.5 }], { requestId: "r1" }))
     expect(line).toBe("10:00:00.123 INFO  GET /health 200  durationMs=1.5 requestId=r1")
+  })
+})
+
+describe("secrets in log lines", () => {
+  it("replaces every occurrence of a secret, and leaves strings too short to be one", () => {
+    const rpc = "https://base-sepolia.example.com/v2/k3y-abcdef123456"
+    expect(scrub(`request to ${rpc} failed; again ${rpc}`, [rpc])).toBe("request to <redacted> failed; again <redacted>")
+    expect(scrub("status 200 in 12 ms", ["200", "12 ms"])).toBe("status 200 in 12 ms")
   })
 })
 
