@@ -26,7 +26,7 @@ export interface AgentCall {
   readonly requestId: string
   readonly capabilityId: string
   readonly input: unknown
-  /** W3C trace context when tracing is off (a chain's); with tracing on, the call's own span wins (layers/outbound/trace.ts). */
+  /** W3C trace context (a chain's); our own span replaces it within the trace we record (layers/outbound/trace.ts). */
   readonly traceparent?: string
   /** Defaults to EXECUTION_TIMEOUT_MS. Covers connect, headers and the whole body. */
   readonly timeoutMs?: number

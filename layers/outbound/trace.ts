@@ -1,5 +1,5 @@
-// W3C trace context for outbound calls: the current span's when tracing records one, else a caller's valid
-// traceparent (a chain's), else random ids.
+// W3C trace context for outbound calls: a caller's valid traceparent (a chain's) or the current span's when a tracer
+// records one, else random ids.
 import { Effect, Option } from "effect"
 import * as crypto from "node:crypto"
 
@@ -23,12 +23,16 @@ const randomTraceparent = () => `00-${crypto.randomBytes(16).toString("hex")}-${
 export const freshTraceparent = Effect.map(spanTraceparent, Option.getOrElse(randomTraceparent))
 
 /**
- * What an agent call carries: with tracing on, the call's own span (so the agent's spans join our trace under it);
- * with tracing off, the caller's valid traceparent if any (a chain keeps one trace id across its calls), else random.
+ * What an agent call carries: a caller's valid traceparent as is (a chain's: the agent sees one trace id across the
+ * chain), except that within the trace we are recording our own span goes instead (the agent's spans then hang off our
+ * call to it); without one, the current span when a tracer records it, else random ids.
  */
 export const outboundTraceparent = (given: string | undefined) =>
-  Effect.map(spanTraceparent, (span) =>
-    Option.getOrElse(span, () => (given !== undefined && validTraceparent(given) ? given : randomTraceparent())))
+  Effect.map(spanTraceparent, (span) => {
+    const caller = given !== undefined && validTraceparent(given) ? given : undefined
+    if (Option.isSome(span) && (caller === undefined || caller.slice(3, 35) === span.value.slice(3, 35))) return span.value
+    return caller ?? randomTraceparent()
+  })
 
 /** The current trace's id when tracing records one, else a fresh random id (a chain's trace). */
 export const currentTraceId = Effect.map(spanTraceparent, (span) =>

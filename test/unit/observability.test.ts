@@ -130,11 +130,14 @@ describe("OTLP settings", () => {
 
 describe("outbound traceparent", () => {
   const chain = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-  it.effect("with a recording tracer the agent gets the call's own span, whatever the caller passed", () =>
+  it.effect("with a recording tracer the agent gets the call's own span, unless the caller's traceparent is another trace's", () =>
     Effect.gen(function* () {
-      const [sent, span] = yield* Effect.all([outboundTraceparent(chain), Effect.currentSpan]).pipe(Effect.withSpan("AgentProxy.call"))
-      expect(sent).toBe(`00-${span.traceId}-${span.spanId}-01`)
-    }))
+      const span = yield* Effect.currentSpan
+      const own = `00-${span.traceId}-${span.spanId}-01`
+      expect(yield* outboundTraceparent(undefined)).toBe(own)
+      expect(yield* outboundTraceparent(`00-${span.traceId}-00f067aa0ba902b7-01`)).toBe(own)
+      expect(yield* outboundTraceparent(chain)).toBe(chain)
+    }).pipe(Effect.withSpan("AgentProxy.call")))
 
   it.effect("with tracing off the caller's valid traceparent passes, and a malformed one is replaced", () =>
     Effect.gen(function* () {
