@@ -189,7 +189,7 @@ const observed = observeRequests({
 export const HttpLive = Layer.unwrapEffect(
   Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => observed(middleware(app))))
 ).pipe(
-  Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url)),
+  Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url.split("?")[0] ?? "")),
   Layer.provide(MetricsRouteLive),
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),

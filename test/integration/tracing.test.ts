@@ -158,6 +158,8 @@ layer(TracedApp({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }), { excludeTestServ
       const receiver = yield* OtlpReceiver
       const agent = yield* fakeAgent("echo")
       const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium" })
+      const { baseUrl } = yield* TestEnv
+      yield* Effect.promise(() => Promise.all(["/health", "/metrics"].map((p) => fetch(`${baseUrl}${p}`).then((r) => r.arrayBuffer()))))
       const { header } = yield* paidExecute(agentId)
       const sent = parentOf(agent.calls[0]?.headers["traceparent"])
       const trace = yield* spansOf(receiver, String(sent.traceId), (spans) => named(spans, "http.server POST").length === 1 && named(spans, "AgentProxy.call").length === 1)
@@ -173,6 +175,8 @@ layer(TracedApp({ OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" }), { excludeTestServ
       // Only this request's spans are in its trace: no other request joined it.
       expect(receiver.spans().filter((s) => s.name === "http.server POST" && s.traceId === sent.traceId)).toHaveLength(1)
       expect(receiver.serviceNames()).toContain("agent-marketplace")
+      // Probes and scrapes are never traced (their spans, SQL included, would be most of the traces).
+      expect(receiver.spans().filter((s) => ["/health", "/metrics"].includes(String(attribute(s, "http.route"))))).toEqual([])
       // Header values that carry payments and credentials never reach a span.
       expect(attribute(server, "http.request.header.x-payment")).toBe("<redacted>")
       const exported = receiver.bodies.map((b) => b.body.toString("utf8")).join("\n")
