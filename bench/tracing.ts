@@ -162,6 +162,10 @@ const main = async () => {
       const vs = mode === MODES[0] ? "" : `${cpu >= baseCpu ? "+" : ""}${(((cpu - baseCpu) / baseCpu) * 100).toFixed(0)} %`
       return `| ${route.name} | ${mode.name} | ${median(mine.map((s) => s.rps)).toFixed(0)} | ${cpu.toFixed(3)} | ${vs} | ${median(mine.map((s) => s.p50)).toFixed(1)} / ${median(mine.map((s) => s.p99)).toFixed(1)} | ${median(mine.map((s) => s.exportedBytesPerRequest)).toFixed(0)} |`
     }))
+  const costs = ROUTES.map((route) => {
+    const cpuOf = (mode: string) => median(samples.filter((s) => s.mode === mode && s.route === route.name).map((s) => s.cpuMsPerRequest))
+    return ((cpuOf(MODES[1].name) - cpuOf(MODES[0].name)) / cpuOf(MODES[0].name)) * 100
+  })
   const commit = (() => {
     try {
       return execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim()
@@ -183,6 +187,9 @@ const main = async () => {
     "| Route | Mode | req/s | CPU ms/request | CPU vs off | p50 / p99 ms | exported B/request |",
     "|---|---|---:|---:|---:|---:|---:|",
     ...rows,
+    "",
+    `- Reading: recording and exporting spans added ${Math.min(...costs).toFixed(0)}-${Math.max(...costs).toFixed(0)} % CPU per request here; ${Math.min(...costs) >= 20 ? "that is large, so tracing stays off unless OTEL_EXPORTER_OTLP_ENDPOINT is set (off, the HTTP server opens no span at all)" : "small enough to turn on where traces are wanted"}.`,
+    "  The last mode differs from the first only by the request log line (at info, written to a pipe): the difference between them is that line's cost, within this run's noise.",
     "",
     "<!-- bench:tracing:end -->"
   ].join("\n")
