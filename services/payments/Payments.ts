@@ -5,6 +5,7 @@ import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { encodeFunctionData, getAddress, type Hex, parseSignature } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
+import { recordSettlement } from "../../layers/observability/Metrics.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
 import { PaymentRejected, type RejectionReason, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -134,6 +135,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
           // Nothing was stored (the nonce and the row roll back together) or only a machine step was lost: recovery retries.
           SqlError: (e) => Effect.succeed(pending(`database: ${e.message}`))
         }),
+        recordSettlement,
         Effect.withSpan("Payments.settleOnChain")
       )
 
