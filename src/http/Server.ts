@@ -37,6 +37,7 @@ import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
 import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
+import { opsConsole } from "../ops/routes.js"
 
 /** Declared errors, by class: encoded here into the envelope with their status. */
 const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerResponse.HttpServerResponse>>(
@@ -173,8 +174,8 @@ const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
   Config.map((trusted) => (trusted ? HttpMiddleware.xForwardedHeaders : <A>(app: A) => app))
 )
 
-/** Serves the API (plus /openapi.json and /docs) on whatever HttpServer is provided. */
-export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve(middleware))).pipe(
+/** Serves the API (plus /openapi.json and /docs) and the operator console (/ops, answered before the API) on whatever HttpServer is provided. */
+export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => middleware(opsConsole(app))))).pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(envelopeMiddleware),
