@@ -80,7 +80,7 @@ export class OperatorLog extends Effect.Service<OperatorLog>()("operator/Operato
     /** The latest transition of an actor: the one a lever just caused, read under the actor's lock in its transaction. */
     const lastTransition = (machine: string, actorId: string) =>
       Effect.map(
-        sql<{ id: string }>`SELECT id::text AS id FROM machine_transitions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY id DESC LIMIT 1`,
+        sql<{ id: string }>`SELECT id::text AS id FROM machine_transitions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY machine_transitions.id DESC LIMIT 1`,
         (rows) => rows[0]?.id ?? null
       )
 
@@ -109,7 +109,7 @@ export class OperatorLog extends Effect.Service<OperatorLog>()("operator/Operato
     /** Every action on one actor, in the order they happened (a bounded number: levers are pulled by hand). */
     const forActor = (machine: string, actorId: string) =>
       Effect.map(
-        actions(sql`SELECT ${columns} FROM operator_actions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY seq LIMIT 500`),
+        actions(sql`SELECT ${columns} FROM operator_actions WHERE machine = ${machine} AND actor_id = ${actorId} ORDER BY operator_actions.seq LIMIT 500`),
         (rows) => rows.map(actionView)
       ).pipe(Effect.orDie)
 
@@ -122,7 +122,7 @@ export class OperatorLog extends Effect.Service<OperatorLog>()("operator/Operato
           ...(query.machine === undefined ? [] : [sql`machine = ${query.machine}`]),
           ...(query.actorId === undefined ? [] : [sql`actor_id = ${query.actorId}`]),
           ...Option.match(after, { onNone: () => [], onSome: ([, seq]) => [sql`seq < ${seq}::bigint`] })
-        ])} ORDER BY seq DESC LIMIT ${query.limit + 1}`).pipe(Effect.orDie)
+        ])} ORDER BY operator_actions.seq DESC LIMIT ${query.limit + 1}`).pipe(Effect.orDie)
         const { items, pagination } = page(rows, query.limit, (r) => ["action", r.seq])
         return { actions: items.map(actionView), pagination }
       })

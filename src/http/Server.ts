@@ -41,6 +41,7 @@ import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
 import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
+import { opsConsole } from "../ops/routes.js"
 
 /** Declared errors, by class: encoded here into the envelope with their status. */
 const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerResponse.HttpServerResponse>>(
@@ -190,9 +191,9 @@ const observed = observeRequests({
   quiet: new Set(QUIET_ROUTES)
 })
 
-/** Serves the API (plus /openapi.json, /docs, /metrics and the MCP endpoint /mcp) on whatever HttpServer is provided. */
+/** Serves the API (plus /openapi.json, /docs, /metrics, the MCP endpoint /mcp) and the operator console (/ops, answered before the API) on whatever HttpServer is provided. */
 export const HttpLive = Layer.unwrapEffect(
-  Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => observed(middleware(app))))
+  Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => observed(middleware(opsConsole(app)))))
 ).pipe(
   Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url.split("?")[0] ?? "")),
   Layer.provide(MetricsRouteLive),
