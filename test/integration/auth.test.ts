@@ -38,7 +38,7 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
   /** Both owner-only endpoints, which must refuse the same headers the same way. */
   const both = (id: string, headers: Record<string, string>) => Effect.all([patch(id, headers), remove(id, headers)])
   const sign = (...args: Parameters<typeof walletAuth>) => Effect.promise(() => walletAuth(...args))
-  const operator = (path: string, json: unknown, headers: Record<string, string> = { Authorization: `Bearer ${OPERATOR_TOKEN}` }) =>
+  const operator = (path: string, json: unknown, headers: Record<string, string> = { Authorization: `Bearer ${OPERATOR_TOKEN}`, "X-Operator": "auth test" }) =>
     Effect.flatMap(TestEnv, ({ baseUrl }) =>
       Effect.promise(() => call(`${baseUrl}/api/v1/operator${path}`, { method: "POST", json, headers })))
 
@@ -259,7 +259,7 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
       expectError(yield* patch(id, yield* sign(intruder, id)), 403, "AUTH_WALLET_MISMATCH")
       expect((yield* read(id)).body.data).toMatchObject({ status: "suspended", name: "Summarizer" })
 
-      const reinstated = yield* operator(`/agents/${id}/status`, { status: "active" })
+      const reinstated = yield* operator(`/agents/${id}/status`, { status: "active", reason: "appeal granted" })
       expect(reinstated.status).toBe(200)
       expect(reinstated.body.data.status).toBe("active")
       const again = yield* patch(id, yield* sign(owner, id), { name: "Back Again" })
@@ -284,7 +284,7 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
 
       expectError(yield* operator(`/agents/${id}/trust-tier`, { tier: "gold" }), 400, "VALIDATION_ERROR")
       expectError(yield* operator(`/agents/${randomUUID()}/trust-tier`, { tier: "premium" }), 404, "AGENT_NOT_FOUND")
-      expectError(yield* operator(`/agents/${randomUUID()}/status`, { status: "suspended" }), 404, "AGENT_NOT_FOUND")
+      expectError(yield* operator(`/agents/${randomUUID()}/status`, { status: "suspended", reason: "no such agent" }), 404, "AGENT_NOT_FOUND")
     }))
 
   it.effect("a valid owner signature deactivates the agent, keeping its data", () =>
