@@ -7,8 +7,6 @@ import { AgentCallError, CallInterrupted } from "./errors.js"
 export interface BreakerChange {
   readonly agentId: string
   readonly state: "open" | "half-open" | "closed"
-  /** Date.now() when opossum changed state. */
-  readonly at: number
 }
 
 /**
@@ -65,7 +63,7 @@ export const makeBreakers = <Args extends Array<unknown>, Reply>(action: (...arg
         errorFilter: (error: unknown) =>
           error instanceof CallInterrupted || (error instanceof AgentCallError && error.kind === "blocked_url")
       })
-      const publish = (state: BreakerChange["state"]) => () => void changes.unsafeOffer({ agentId, state, at: Date.now() })
+      const publish = (state: BreakerChange["state"]) => () => void changes.unsafeOffer({ agentId, state })
       breaker.on("open", publish("open"))
       breaker.on("halfOpen", publish("half-open"))
       breaker.on("close", () => {

@@ -10,12 +10,9 @@ import { Unavailable } from "../../src/domain/Errors.js"
 import { AgentCache } from "../agents/AgentCache.js"
 import { CircuitMachine } from "./circuitSpec.js"
 
-const eventFor = (change: BreakerChange): CircuitEvent =>
-  change.state === "open"
-    ? { type: "TRIP", at: change.at }
-    : change.state === "half-open"
-    ? { type: "PROBE", at: change.at }
-    : { type: "RESET", at: change.at }
+/** Stamped with the Effect clock when delivered (at once): the durable probe timer counts from it, TestClock included. */
+const eventFor = (change: BreakerChange, at: number): CircuitEvent =>
+  change.state === "open" ? { type: "TRIP", at } : change.state === "half-open" ? { type: "PROBE", at } : { type: "RESET", at }
 
 /** When an open circuit accepts a trial call, from the stored snapshot. */
 const retryAtOf = (snapshot: unknown): number | null => {
@@ -50,7 +47,7 @@ export class Circuits extends Effect.Service<Circuits>()("circuits/Circuits", {
     // opossum's state changes in this process drive the shared, persisted machine.
     yield* Stream.fromPubSub(proxy.breakerChanges).pipe(
       Stream.runForEach((change) =>
-        deliver(change.agentId, eventFor(change)).pipe(
+        Clock.currentTimeMillis.pipe(Effect.flatMap((at) => deliver(change.agentId, eventFor(change, at))),
           Effect.catchAllCause((cause) => Effect.logError(`circuit event for ${change.agentId} failed`, cause))
         )),
       Effect.forkScoped

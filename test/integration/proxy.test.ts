@@ -297,7 +297,6 @@ layer(proxyLayer({ allowPrivateUrls: true, settings: { CIRCUIT_RESET_TIMEOUT_MS:
       expect(proxy.isOpen(agentId)).toBe(true)
       const opened = yield* nextChange(changes, agentId)
       expect(opened.state).toBe("open")
-      expect(Math.abs(Date.now() - opened.at)).toBeLessThan(1_000)
 
       const { error, waitedMs } = yield* failureOf(proxy.call(callTo(agent, { agentId })))
       expect(error.kind).toBe("circuit_open")
