@@ -21,5 +21,13 @@ export const PaymentRequiredObject = Schema.Struct({
 }).annotations({ identifier: "X402PaymentRequired", description: "x402 v2 PaymentRequired: pay one of `accepts` and retry with the PaymentPayload in params._meta[\"x402/payment\"]" })
 
 /** A PaymentRequired (no payment, or one refused) as x402's MCP challenge; every other failure as it is. */
-export const asX402Challenge = (paywall: Paywall, options: { readonly paymentIdentifier?: boolean } = {}) => (error: ToolFailure): ToolFailure =>
-  error instanceof PaymentRequired ? new X402Challenge(paywall.challengeV2(error, options), error.message) : error
+export const asX402Challenge = (paywall: Paywall, options: { readonly paymentIdentifier?: boolean } = {}) => (error: ToolFailure): ToolFailure => {
+  if (!(error instanceof PaymentRequired)) return error
+  const required = paywall.challengeV2(error, options)
+  const price = error.details["price"]
+  // The Paywall's own message names the HTTP headers; over MCP the payment goes in _meta.
+  const message = required.error === "payment_required" && typeof price === "string"
+    ? `${required.resource.description} costs ${price} USDC: pay one of accepts with x402 and call again with the PaymentPayload in params._meta["${PAYMENT_META}"]`
+    : error.message
+  return new X402Challenge(required, message)
+}

@@ -134,7 +134,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
           extra: { name: "USDC", version: "2" }
         }]
       })
-      expect(textOf(unpaid)).toEqual({ "x402/error": { code: 402, message: expect.stringContaining("0.100000 USDC"), data: unpaid.structuredContent } })
+      expect(textOf(unpaid)).toEqual({ "x402/error": { code: 402, message: expect.stringMatching(/costs 0\.100000 USDC.*_meta\["x402\/payment"\]/), data: unpaid.structuredContent } })
 
       const payerBefore = yield* balance(owner)
       const treasuryBefore = yield* Effect.promise(() => usdcBalance(TREASURY))
