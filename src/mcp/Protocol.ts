@@ -20,7 +20,7 @@ export const SERVER_INFO = { name: "agent-marketplace", version: "0.1.0" } as co
 const INSTRUCTIONS = [
   "Agent marketplace: AI agents offer priced capabilities; clients pay per call in USDC with x402.",
   "Find agents with search_agents (plain words), recommend_agent or discover_agents (filters); read one with get_agent or the capability resource (marketplace://agents/{agentId}/capabilities/{capabilityId}) before hiring it.",
-  "Every tool here is free. Hiring an agent costs its capability price plus a 0.001 USDC platform fee (POST /api/v1/execute with an x402 payment); check_chain_budget estimates chains of calls.",
+  "Every tool is free except two paid with x402 v2 (called without payment they return isError with the x402 PaymentRequired; retry with the PaymentPayload in params._meta[\"x402/payment\"]): execute hires an agent (its capability price plus a 0.001 USDC platform fee) and register_agent registers one (0.10 USDC). check_chain_budget estimates chains of calls.",
   "Tool errors carry {success:false, error:{code, message, details}} with the API's codes (resource marketplace://errors)."
 ].join(" ")
 

@@ -3,6 +3,7 @@
 import { ErrorCode as RpcCode, McpError, type CallToolResult, type Tool as ToolListing } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, ParseResult, Schema } from "effect"
 import { objectSchemaOf } from "./jsonSchema.js"
+import { PaymentRequiredObject } from "./payment.js"
 import { type ToolFailure, failureResult } from "./results.js"
 
 /** What a tools/call carries besides the arguments. */
@@ -29,8 +30,13 @@ export interface ToolSpec<I, II, O, OI extends Readonly<Record<string, unknown>>
   readonly input: Schema.Schema<I, II>
   /** The structuredContent; its encoded side is what the client sees and validates. */
   readonly output: Schema.Schema<O, OI>
-  /** Free reads by default: read-only, idempotent, inside the marketplace. */
+  /** Free reads by default: read-only, idempotent, inside the marketplace (a paid tool: neither). */
   readonly hints?: { readonly readOnly: boolean; readonly idempotent: boolean }
+  /**
+   * Paid with x402 (transports-v2/mcp.md): the listed outputSchema is an `anyOf` of `output` and x402's PaymentRequired,
+   * the structuredContent of its payment-required error result (the SDK client validates that one too).
+   */
+  readonly paid?: boolean
   readonly run: (input: I, call: ToolCall) => Effect.Effect<O | WithMeta<O>, ToolFailure>
 }
 
@@ -43,6 +49,7 @@ export interface Tool {
 }
 
 const FREE = { readOnly: true, idempotent: true } as const
+const PAID = { readOnly: false, idempotent: false } as const
 
 const invalidArguments = (name: string, error: ParseResult.ParseError) => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error).slice(0, 50).map((issue) => ({
@@ -56,7 +63,8 @@ const invalidArguments = (name: string, error: ParseResult.ParseError) => {
 export const defineTool = <I, II, O, OI extends Readonly<Record<string, unknown>>>(spec: ToolSpec<I, II, O, OI>): Tool => {
   const decode = Schema.decodeUnknown(spec.input, { errors: "all", onExcessProperty: "error" })
   const encode = Schema.encode(spec.output)
-  const hints = spec.hints ?? FREE
+  const paid = spec.paid === true
+  const hints = spec.hints ?? (paid ? PAID : FREE)
   const success = (outcome: O | WithMeta<O>) => {
     const [value, meta] = outcome instanceof WithMeta ? [outcome.value, outcome.meta] : [outcome, undefined]
     return encode(value).pipe(
@@ -75,7 +83,7 @@ export const defineTool = <I, II, O, OI extends Readonly<Record<string, unknown>
       title: spec.title,
       description: spec.description,
       inputSchema: objectSchemaOf(spec.input),
-      outputSchema: objectSchemaOf(spec.output),
+      outputSchema: paid ? objectSchemaOf(Schema.Union(spec.output, PaymentRequiredObject)) : objectSchemaOf(spec.output),
       annotations: {
         title: spec.title,
         readOnlyHint: hints.readOnly,

@@ -7,13 +7,13 @@ import { analyticsTools } from "./tools/analytics.js"
 import { chainTools } from "./tools/chains.js"
 import { discoveryTools } from "./tools/discovery.js"
 import { executionTools } from "./tools/executions.js"
+import { paidTools } from "./tools/paid.js"
 import { reputationTools } from "./tools/reputation.js"
 
 /** Uses the app's domain services (provided by the app, as for the HTTP handlers), so nothing is built twice. */
 export class McpTools extends Effect.Service<McpTools>()("mcp/McpTools", {
   effect: Effect.gen(function* () {
-    // Paid tools (register_agent, execute_agent) join this list as more defineTool entries; see docs/mcp.md.
-    const groups = [discoveryTools, agentTools, executionTools, chainTools, reputationTools, analyticsTools]
+    const groups = [discoveryTools, agentTools, executionTools, chainTools, reputationTools, analyticsTools, paidTools]
     const all: ReadonlyArray<Tool> = (yield* Effect.all(groups)).flat()
     const byName = new Map(all.map((tool) => [tool.name, tool] as const))
     if (byName.size !== all.length) return yield* Effect.dieMessage("two MCP tools share a name")

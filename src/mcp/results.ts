@@ -3,6 +3,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { SqlError } from "@effect/sql"
 import { Cause, Effect, Option } from "effect"
+import type { PaymentRequiredV2 } from "../../layers/x402/v2.js"
 import { type Details, type ErrorCode, PaymentRequired } from "../domain/Errors.js"
 
 /** Any of the API's declared errors (every one carries its code), or the x402 challenge. */
@@ -11,7 +12,21 @@ export interface ApiFailure {
   readonly message: string
   readonly details?: Details
 }
-export type ToolFailure = ApiFailure | PaymentRequired
+
+/**
+ * A paid tool's payment challenge or refusal in x402 v2 terms (the Paywall's `challengeV2` of the PaymentRequired), so
+ * the result carries it as x402's MCP transport says.
+ */
+export class X402Challenge {
+  constructor(readonly paymentRequired: PaymentRequiredV2, readonly message: string) {}
+}
+
+/** A failure whose result also carries `_meta` (a paid call that failed after settling: its receipt). */
+export class FailureWithMeta {
+  constructor(readonly failure: ApiFailure, readonly meta: Readonly<Record<string, unknown>>) {}
+}
+
+export type ToolFailure = ApiFailure | PaymentRequired | X402Challenge | FailureWithMeta
 
 /**
  * The envelope goes in the text only, not in structuredContent: the SDK client validates any structuredContent against
@@ -23,15 +38,27 @@ export const errorResult = (code: ErrorCode, message: string, details?: Details)
 })
 
 /**
- * Paid tools: this is where a PaymentRequired becomes x402's MCP challenge (transports-v2/mcp.md: the v2
- * PaymentRequired in structuredContent and, wrapped in `x402/error`, as the text). Until paid tools exist it is the
- * plain PAYMENT_REQUIRED error with the requirements in details.
+ * x402's MCP challenge (transports-v2/mcp.md): the v2 PaymentRequired in structuredContent (a paid tool's outputSchema
+ * admits it) and, wrapped in `x402/error` with code 402, as the text.
  */
-const paymentRequired = (error: PaymentRequired) =>
+const paymentRequired = (challenge: X402Challenge): CallToolResult => ({
+  isError: true,
+  structuredContent: { ...challenge.paymentRequired },
+  content: [{ type: "text", text: JSON.stringify({ "x402/error": { code: 402, message: challenge.message, data: challenge.paymentRequired } }) }]
+})
+
+/** A PaymentRequired that no paid tool turned into its x402 challenge: the plain error, requirements in details. */
+const plainPaymentRequired = (error: PaymentRequired) =>
   errorResult("PAYMENT_REQUIRED", error.message, { ...error.details, accepts: error.accepts })
 
-const declared = (error: ToolFailure) =>
-  error instanceof PaymentRequired ? paymentRequired(error) : errorResult(error.code, error.message, error.details)
+const declared = (error: ToolFailure): CallToolResult =>
+  error instanceof X402Challenge
+    ? paymentRequired(error)
+    : error instanceof FailureWithMeta
+    ? { ...declared(error.failure), _meta: { ...error.meta } }
+    : error instanceof PaymentRequired
+    ? plainPaymentRequired(error)
+    : errorResult(error.code, error.message, error.details)
 
 export const failureResult = (tool: string, cause: Cause.Cause<ToolFailure>): Effect.Effect<CallToolResult> => {
   const failure = Cause.failureOption(cause)

@@ -18,6 +18,9 @@ const FREE_TOOLS = [
   "get_chain_status", "get_chain_cost", "get_reputation", "reputation_leaderboard", "agent_leaderboard", "platform_analytics",
   "platform_timeseries"
 ]
+/** Paid with x402 over MCP: test/integration/mcp-paid.test.ts. */
+const PAID_TOOLS = ["register_agent", "execute"]
+const ALL_TOOLS = [...FREE_TOOLS, ...PAID_TOOLS]
 
 /** An MCP client in a session of its own, ended (DELETE) with the test's scope. */
 const connect = Effect.flatMap(TestEnv, ({ baseUrl }) =>
@@ -131,8 +134,8 @@ layer(Seeded, { timeout: 120_000 })("mcp", (it) => {
       expect(client.getServerCapabilities()).toMatchObject({ tools: {}, resources: {} })
       expect(client.getInstructions()).toContain("search_agents")
       const { tools } = yield* Effect.promise(() => client.listTools())
-      expect(tools.map((t) => t.name).sort()).toEqual([...FREE_TOOLS].sort())
-      for (const tool of tools) {
+      expect(tools.map((t) => t.name).sort()).toEqual([...ALL_TOOLS].sort())
+      for (const tool of tools.filter((t) => FREE_TOOLS.includes(t.name))) {
         expect(tool.inputSchema.type, tool.name).toBe("object")
         expect(tool.outputSchema?.type, tool.name).toBe("object")
         expect(tool.description, tool.name).toMatch(/\bFree[.;]/)
@@ -212,7 +215,7 @@ layer(Seeded, { timeout: 120_000 })("mcp", (it) => {
       expect(series.data).toHaveLength(7)
 
       const { tools } = yield* Effect.promise(() => client.listTools())
-      expect([...called].sort()).toEqual(tools.map((t) => t.name).sort())
+      expect([...called].sort()).toEqual(tools.map((t) => t.name).filter((name) => FREE_TOOLS.includes(name)).sort())
     }))
 
   it.scoped("a failing tool is a tool error (isError) carrying the HTTP API's envelope and code; the session goes on", () =>
@@ -239,7 +242,7 @@ layer(Seeded, { timeout: 120_000 })("mcp", (it) => {
       expect(budget.error.code).toBe("AGENT_NOT_FOUND")
       expect(Object.keys(ErrorCodes)).toContain(budget.error.code)
       const { tools } = yield* Effect.promise(() => client.listTools())
-      expect(tools.length).toBe(FREE_TOOLS.length)
+      expect(tools.length).toBe(ALL_TOOLS.length)
     }))
 
   it.scoped("an unknown tool and bad arguments are protocol errors (-32602) naming what is wrong; the session goes on", () =>
@@ -333,7 +336,7 @@ layer(Seeded, { timeout: 120_000 })("mcp", (it) => {
       expect(after.status).toBe(404)
       expect(yield* Effect.promise(() => after.json())).toMatchObject({ error: { code: -32001 } })
       const { tools } = yield* Effect.promise(() => second.client.listTools())
-      expect(tools.length).toBe(FREE_TOOLS.length)
+      expect(tools.length).toBe(ALL_TOOLS.length)
     }))
 
   it.effect("a client that accepts only JSON is answered statelessly: plain JSON, no session, no initialize needed", () =>
@@ -436,7 +439,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", MCP_SESSION_IDLE_SECONDS: "60", MCP
       const gone = yield* rpc({ jsonrpc: "2.0", id: 2, method: "tools/list" }, { ...STREAMING, "mcp-session-id": idle })
       expect(gone.status).toBe(404)
       expect(gone.body.error.code).toBe(-32001)
-      expect((yield* Effect.promise(() => active.client.listTools())).tools.length).toBe(FREE_TOOLS.length)
+      expect((yield* Effect.promise(() => active.client.listTools())).tools.length).toBe(ALL_TOOLS.length)
       const replacement = yield* connect
       expect((yield* Effect.promise(() => replacement.client.callTool({ name: "list_tags", arguments: {} }))).isError ?? false).toBe(false)
 

@@ -29,6 +29,15 @@ describe("docs/clients.md", () => {
     expect(snippets.length).toBeGreaterThanOrEqual(2)
   })
 
+  it("has the snippets of paying with x402 v2 over HTTP and over MCP", () => {
+    const regions = snippets.map((m) => `${m[1]}#${m[2]}`)
+    expect(regions).toEqual(expect.arrayContaining([
+      "test/integration/x402-v2.test.ts#docs:x402-v2-pay",
+      "test/integration/mcp-paid.test.ts#docs:mcp-connect",
+      "test/integration/mcp-paid.test.ts#docs:mcp-x402-payer"
+    ]))
+  })
+
   it.each(snippets.map((m) => [`${m[1]}#${m[2]}`, m[1] ?? "", m[2] ?? "", m[3] ?? ""]))("%s is a verbatim copy of its test region", (_name, file, region, snippet) => {
     expect(dedent(snippet)).toBe(regionOf(read(file), region))
   })
