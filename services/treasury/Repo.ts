@@ -5,7 +5,7 @@ import { historyStatement } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 
-export const TreasuryPurpose = Schema.Literal("settlement", "refund", "gap_fill", "withdrawal")
+export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal")
 export type TreasuryPurpose = typeof TreasuryPurpose.Type
 
 export const TreasuryTxRow = Schema.Struct({
