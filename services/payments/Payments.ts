@@ -161,7 +161,10 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
       return due.length
     }).pipe(Effect.withSpan("Payments.recoverDue"))
 
-    return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue } as const
+    /** The group commit's state: whether it batches, its batch size, and how many payments wait behind the transaction in flight. */
+    const settlementQueue = { batching: settler.batching, maxBatch: settler.maxBatch, waiting: settler.waiting } as const
+
+    return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
   }),
   dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default]
 }) {}

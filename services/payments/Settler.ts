@@ -133,7 +133,10 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           return yield* Deferred.await(done)
         }).pipe(Effect.withSpan("Settler.send"))
 
-    return { send, batching: Option.isSome(batcher), maxBatch } as const
+    /** Payments waiting for the next batch (behind the transaction in flight). */
+    const waiting = Queue.size(queue)
+
+    return { send, waiting, batching: Option.isSome(batcher), maxBatch } as const
   }),
   dependencies: [TreasuryWriter.Default, PaymentsRepo.Default]
 }) {}
