@@ -44,8 +44,11 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
     const repo = yield* PaymentsRepo
     const maxBatch = yield* batchMax
     const batcher = writer.enabled && maxBatch > 1 ? chain.batcher : Option.none()
+    /** The settler is the only one waiting for a batch's receipt: on a devnet (a block per transaction) it asks often. */
+    const receiptPollMs = chain.mode === "devnet" ? 5 : undefined
 
-    const sendOne = (paymentId: string, p: VerifiedPayment): Effect.Effect<Sent> =>
+    /** `pollMs`: set when the caller is the group commit's loop, the only one waiting for a receipt. */
+    const sendOne = (paymentId: string, p: VerifiedPayment, pollMs?: number): Effect.Effect<Sent> =>
       Effect.gen(function* () {
         const tx = yield* writer.submit({
           purpose: "settlement",
@@ -55,7 +58,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           gas: SETTLEMENT_GAS,
           link: (txId) => repo.linkTreasuryTx(paymentId, txId)
         })
-        const receipt = yield* writer.awaitReceipt(tx)
+        const receipt = yield* writer.awaitReceipt(tx, undefined, pollMs)
         const outcome: TxOutcome = Option.match(receipt, { onNone: () => ({ _tag: "Pending" }), onSome: (r) => ({ _tag: "Mined", receipt: r }) })
         return { _tag: "Single", txId: tx.id, outcome } satisfies Sent
       }).pipe(
@@ -76,13 +79,14 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           gas: batchGas(group.length),
           link: (txId) => repo.linkTreasuryTxMany(group.map((w) => w.paymentId), txId)
         })
-        const receipt = yield* writer.awaitReceipt(tx)
+        const receipt = yield* writer.awaitReceipt(tx, undefined, receiptPollMs)
         if (Option.isNone(receipt)) return group.map((): Sent => ({ _tag: "Batch", txId: tx.id, outcome: { _tag: "Pending" }, paid: false }))
         const outcome: TxOutcome = { _tag: "Mined", receipt: receipt.value }
-        // The batch transaction is recorded once; should this fail, the treasury worker records it after its lease.
-        yield* sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
+        // The batch transaction is recorded once, beside the next batch (not in its way); should this fail, the
+        // treasury worker records it after its lease. Its payments are recorded by their callers.
+        yield* Effect.fork(sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
           Effect.catchAll((e) => Effect.logWarning(`settlement batch ${tx.id}: recording its receipt failed, the treasury worker will: ${e.message}`))
-        )
+        ))
         const paid = paidInBatch(chain, address, receipt.value, payments)
         return group.map((_, i): Sent => ({ _tag: "Batch", txId: tx.id, outcome, paid: paid[i] === true }))
       }).pipe(
@@ -104,7 +108,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         const first = yield* Queue.take(queue)
         const group = [first, ...Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, maxBatch - 1))]
         yield* Effect.gen(function* () {
-          const sent = group.length === 1 ? [yield* sendOne(first.paymentId, first.payment)] : yield* sendBatch(address, group)
+          const sent = group.length === 1 ? [yield* sendOne(first.paymentId, first.payment, receiptPollMs)] : yield* sendBatch(address, group)
           yield* release(group, (i) => sent[i] ?? notSent("no result for this payment"))
         }).pipe(
           // A defect here is a crash at some step (tests inject them): whatever was stored is the workers' to finish.
@@ -131,7 +135,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           const done = yield* Deferred.make<Sent>()
           yield* Queue.offer(queue, { paymentId, payment: p, done })
           return yield* Deferred.await(done)
-        }).pipe(Effect.withSpan("Settler.send"))
+        })
 
     /** Payments waiting for the next batch (behind the transaction in flight). */
     const waiting = Queue.size(queue)

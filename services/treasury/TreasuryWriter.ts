@@ -142,8 +142,11 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         return stored
       }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
-    /** Waits for the receipt (bounded), keeping the lease while it waits. */
-    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs) =>
+    /**
+     * Waits for the receipt (bounded), keeping the lease while it waits. `pollingIntervalMs` overrides the chain's poll
+     * for a caller that is the only one waiting (the settler's batch: on a devnet, the poll is most of its round trip).
+     */
+    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs, pollingIntervalMs?: number) =>
       Effect.gen(function* () {
         const renew = yield* Effect.forkScoped(
           Effect.flatMap(Clock.currentTimeMillis, (now) => repo.renewLease(tx.id, new Date(now + TREASURY_LEASE_MS))).pipe(
@@ -156,7 +159,11 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           // Ask at once (a devnet mines on submission), then poll.
           try: () =>
             chain.publicClient.getTransactionReceipt({ hash: tx.txHash as Hex }).catch(() =>
-              chain.publicClient.waitForTransactionReceipt({ hash: tx.txHash as Hex, timeout: timeoutMs })
+              chain.publicClient.waitForTransactionReceipt({
+                hash: tx.txHash as Hex,
+                timeout: timeoutMs,
+                ...(pollingIntervalMs === undefined ? {} : { pollingInterval: pollingIntervalMs })
+              })
             ),
           catch: (error) => new ChainReadError({ message: `no receipt for ${tx.txHash}: ${String(error).slice(0, 200)}` })
         }).pipe(Effect.option)
