@@ -35,7 +35,7 @@ contract SettlementBatcher {
     }
 
     /// @notice Gas forwarded to each `transferWithAuthorization`: a token call that needs more fails that item only.
-    uint256 public constant ITEM_GAS = 100_000;
+    uint256 public constant ITEM_GAS = 120_000;
 
     /// @dev What one item needs beyond the call itself (its event, the loop), with EIP-150's 1/64 held back.
     uint256 private constant ITEM_RESERVE = ITEM_GAS + ITEM_GAS / 63 + 10_000;

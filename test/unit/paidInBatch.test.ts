@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { encodeAbiParameters, encodeEventTopics, type Hex } from "viem"
 import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
-import { paidInBatch, type ReceiptLog } from "../../services/payments/chainOutcome.js"
+import { batchGas, paidInBatch, type ReceiptLog } from "../../services/payments/chainOutcome.js"
 
 type Address = `0x${string}`
 const token: Address = "0x1111111111111111111111111111111111111111"
@@ -47,5 +47,11 @@ describe("reading a batch's receipt per payment (paidInBatch)", () => {
       expect(paidInBatch(chain, batcher, { status: "success", logs }, [payment(alice, 1, 11n)])).toEqual([false])
     }
     expect(paidInBatch(chain, batcher, { status: "reverted", logs: paid(alice, 1, 0, 11n) }, [payment(alice, 1, 11n)])).toEqual([false])
+  })
+})
+
+describe("a batch's gas limit (batchGas)", () => {
+  it("covers the largest batch SETTLEMENT_BATCH_MAX allows within a 30M-gas block", () => {
+    expect(batchGas(200)).toBeLessThan(30_000_000n)
   })
 })
