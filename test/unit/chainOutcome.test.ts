@@ -1,8 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { encodeAbiParameters, encodeEventTopics, type Hex } from "viem"
+import { decodeFunctionData, encodeAbiParameters, encodeEventTopics, type Hex, parseSignature } from "viem"
+import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
-import { batchGas, paidInBatch, type ReceiptLog } from "../../services/payments/chainOutcome.js"
+import { batchCalldata, batchGas, paidInBatch, type ReceiptLog, singleCalldata } from "../../services/payments/chainOutcome.js"
 
 type Address = `0x${string}`
 const token: Address = "0x1111111111111111111111111111111111111111"
@@ -53,5 +54,20 @@ describe("reading a batch's receipt per payment (paidInBatch)", () => {
 describe("a batch's gas limit (batchGas)", () => {
   it("covers the largest batch SETTLEMENT_BATCH_MAX allows within a 30M-gas block", () => {
     expect(batchGas(200)).toBeLessThan(30_000_000n)
+  })
+})
+
+describe("the calldata of a settlement (singleCalldata, batchCalldata)", () => {
+  it("carries each authorization's r, s and v as viem parses them from the signature", async () => {
+    const account = privateKeyToAccount(generatePrivateKey())
+    for (let i = 0; i < 8; i++) {
+      const signature = await account.signMessage({ message: `m${i}` })
+      const p = { payer: account.address, payTo: treasury, asset: token, network: "base-sepolia", amount: 11n, nonce: nonce(i), validAfter: 1n, validBefore: 2n, signature, headerSha256: "", payload: { x402Version: 1, scheme: "exact", network: "base-sepolia", payload: { signature, authorization: { from: account.address, to: treasury, value: "11", validAfter: "1", validBefore: "2", nonce: nonce(i) } } } } as const
+      const expected = parseSignature(signature)
+      const single = decodeFunctionData({ abi: usdcAbi, data: singleCalldata(p) })
+      expect(single.args.slice(6)).toEqual([Number(expected.v), expected.r, expected.s])
+      const batch = decodeFunctionData({ abi: settlementBatcherAbi, data: batchCalldata(token, [p]) })
+      expect(batch.args[1]).toEqual([expect.objectContaining({ v: Number(expected.v), r: expected.r, s: expected.s, from: account.address, value: 11n })])
+    }
   })
 })
