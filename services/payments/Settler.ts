@@ -30,7 +30,7 @@ interface Waiting {
 
 const notSent = (message: string): Sent => ({ _tag: "NotSent", message })
 
-/** SETTLEMENT_BATCH_MAX: the most payments in one batch transaction (gas: ≈ 50,000 each, a limit of 135,000 each); 1 = one by one. */
+/** SETTLEMENT_BATCH_MAX: the most payments in one batch transaction (gas: ≈ 40,000 each, a limit of 135,000 each); 1 = one by one. */
 const batchMax = Config.integer("SETTLEMENT_BATCH_MAX").pipe(
   Config.withDefault(100),
   Config.validate({ message: "SETTLEMENT_BATCH_MAX must be between 1 and 200", validation: (n) => n >= 1 && n <= 200 })
