@@ -17,7 +17,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { jsonRpc } from "viem/nonce"
 import { AppConfig } from "./Config.js"
-import { DEV_PRIVATE_KEYS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
+import { DEV_PRIVATE_KEYS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
 
 export class ChainStartError extends Data.TaggedError("ChainStartError")<{ readonly message: string }> {}
@@ -48,6 +48,11 @@ export interface ChainShape {
   readonly publicClient: PublicClient<Transport, ViemChain>
   /** Present when we settle with our own key (devnet, or TREASURY_PRIVATE_KEY); absent with a facilitator. */
   readonly signer: Option.Option<{ readonly account: Account; readonly walletClient: WalletClient<Transport, ViemChain, Account> }>
+  /**
+   * The SettlementBatcher that settles many payments in one transaction (contracts/SettlementBatcher.sol): the devnet's
+   * own, or SETTLEMENT_BATCHER_ADDRESS on a real chain; absent → one transaction per payment (and with a facilitator).
+   */
+  readonly batcher: Option.Option<`0x${string}`>
   /** Devnet only: the dev accounts, for the banner and tests. */
   readonly devAccounts: ReadonlyArray<{ readonly address: `0x${string}`; readonly privateKey: `0x${string}` }>
 }
@@ -66,6 +71,8 @@ export const connectChain = (options: {
   readonly treasuryAddress: Option.Option<`0x${string}`>
   readonly devAccounts?: ChainShape["devAccounts"]
   readonly network?: string
+  /** Default: the devnet's batcher in devnet mode (when deployed), none on an RPC. */
+  readonly batcherAddress?: Option.Option<`0x${string}`>
 }) =>
   Effect.gen(function* () {
     const probe = createPublicClient({ transport: http(options.rpcUrl, { retryCount: 2 }) })
@@ -116,6 +123,9 @@ export const connectChain = (options: {
       onSome: (s) => s.account.address,
       onNone: () => Option.getOrThrow(options.treasuryAddress)
     })
+    const batcher = yield* batcherAt(publicClient, Option.isNone(signer) ? Option.none() : options.batcherAddress ?? (
+      options.mode === "devnet" ? Option.some(DEVNET_SETTLEMENT_BATCHER_ADDRESS) : Option.none()
+    ), options.batcherAddress === undefined)
     return {
       mode: options.mode,
       rpcUrl: options.rpcUrl,
@@ -125,8 +135,25 @@ export const connectChain = (options: {
       treasury: getAddress(treasury),
       publicClient,
       signer,
+      batcher,
       devAccounts: options.devAccounts ?? []
     } satisfies ChainShape
+  })
+
+/**
+ * The batcher, if it has code: a configured address without code refuses the start; the devnet's default without code
+ * (an older devnet state) means one transaction per payment.
+ */
+const batcherAt = (publicClient: PublicClient<Transport, ViemChain>, address: Option.Option<`0x${string}`>, isDefault: boolean) =>
+  Effect.gen(function* () {
+    if (Option.isNone(address)) return Option.none<`0x${string}`>()
+    const code = yield* Effect.tryPromise({
+      try: () => publicClient.getCode({ address: address.value }),
+      catch: (error) => new ChainStartError({ message: `the settlement batcher at ${address.value} could not be read: ${String(error)}` })
+    })
+    if (code !== undefined && code !== "0x") return Option.some(getAddress(address.value))
+    if (isDefault) return Option.none<`0x${string}`>()
+    return yield* new ChainStartError({ message: `SETTLEMENT_BATCHER_ADDRESS ${address.value} has no contract code on this chain` })
   })
 
 const devnetPort = Config.integer("DEVNET_PORT").pipe(Config.withDefault(8545))
@@ -189,12 +216,19 @@ const rpc = Effect.gen(function* () {
     return yield* new ChainStartError({ message: "with FACILITATOR_URL and no TREASURY_PRIVATE_KEY, set TREASURY_ADDRESS (the payTo address)" })
   }
   const network = yield* Config.option(Config.string("X402_NETWORK"))
+  const batcherAddress = yield* Config.option(
+    Config.string("SETTLEMENT_BATCHER_ADDRESS").pipe(
+      Config.validate({ message: "SETTLEMENT_BATCHER_ADDRESS must be an address", validation: (s) => /^0x[0-9a-fA-F]{40}$/.test(s) }),
+      Config.map((s) => getAddress(s))
+    )
+  )
   return yield* connectChain({
     mode: "rpc",
     rpcUrl,
     usdcAddress: Option.getOrThrow(config.usdcAddress),
     signerKey: Option.isSome(config.facilitatorUrl) ? Option.none() : key,
     treasuryAddress: Option.isSome(key) ? Option.some(privateKeyToAccount(key.value).address) : treasuryAddress,
+    batcherAddress,
     ...(Option.isSome(network) ? { network: network.value } : {})
   })
 })

@@ -1,17 +1,20 @@
 /**
  * Local devnet: an anvil child process posing as Base Sepolia (chain id 84532) with our TestUSDC
  * deployed from dev account 0 at nonce 0 (deterministic address) and 10,000 USDC minted to each
- * of dev accounts 1..9. Account 0 is the platform treasury and holds no USDC.
+ * of dev accounts 1..9, and the SettlementBatcher (batcher.ts) at its own fixed address. Account 0
+ * is the platform treasury and holds no USDC.
  *
  * Plain async code; the caller wraps `startDevnet`/`stop` in a scoped resource. The pieces:
  * accounts.ts (fixed identity), process.ts (the child process), pidFile.ts (a stale anvil from a
- * killed run), stateFile.ts (chain state on disk), token.ts (deploy + mint), compile.ts (solc).
+ * killed run), stateFile.ts (chain state on disk), token.ts (deploy + mint), batcher.ts (the
+ * settlement batcher), compile.ts (solc).
  */
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { ensureWritableDir } from "../dataDir.js";
 import { DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_MNEMONIC, DEVNET_USDC_ADDRESS } from "./accounts.js";
-import { type CompiledContract, compileTestUsdc } from "./compile.js";
+import { DEVNET_SETTLEMENT_BATCHER_ADDRESS, ensureBatcher } from "./batcher.js";
+import { type CompiledContract, compileContract, compileTestUsdc, SETTLEMENT_BATCHER } from "./compile.js";
 import { pidFileFor, removePidFile, stopStaleAnvil, writePidFile } from "./pidFile.js";
 import { AnvilStartError, spawnAnvil } from "./process.js";
 import { exitDumpFile, promoteExitDump, startStateSaver } from "./stateFile.js";
@@ -25,6 +28,7 @@ export {
   DEVNET_USDC_ADDRESS,
   devnetChain,
 } from "./accounts.js";
+export { DEVNET_SETTLEMENT_BATCHER_ADDRESS } from "./batcher.js";
 export { resolveAnvilBinary } from "./process.js";
 
 export interface DevnetOptions {
@@ -54,6 +58,8 @@ export interface Devnet {
   readonly rpcUrl: string;
   readonly chainId: 84532;
   readonly usdcAddress: `0x${string}`;
+  /** The SettlementBatcher (many transferWithAuthorization in one transaction). */
+  readonly batcherAddress: `0x${string}`;
   readonly mnemonic: "test test test test test test test test test test test junk";
   /** The 10 well-known anvil dev accounts, index 0..9. Account 0 is the platform treasury. */
   readonly accounts: ReadonlyArray<{ address: `0x${string}`; privateKey: `0x${string}` }>;
@@ -120,7 +126,11 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
 
   try {
     if (files !== undefined) await writePidFile(files.pid, anvil.pid);
-    await ensureToken(anvil.rpcUrl, getCompiled);
+    // Different senders (dev account 0, the batcher's own deployer): no nonce is shared, so both at once.
+    await Promise.all([
+      ensureToken(anvil.rpcUrl, getCompiled),
+      ensureBatcher(anvil.rpcUrl, () => compileContract(SETTLEMENT_BATCHER, options.compileCacheDir)),
+    ]);
     await saver?.flush();
   } catch (e) {
     await stop();
@@ -131,6 +141,7 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
     rpcUrl: anvil.rpcUrl,
     chainId: DEVNET_CHAIN_ID,
     usdcAddress: DEVNET_USDC_ADDRESS,
+    batcherAddress: DEVNET_SETTLEMENT_BATCHER_ADDRESS,
     mnemonic: DEVNET_MNEMONIC,
     accounts: DEV_ACCOUNTS,
     pid: anvil.pid,

@@ -1,39 +1,25 @@
-// Accepted payments: the reservation (once-only), settlement on chain through the treasury writer (or a facilitator),
-// front-run detection from the chain's own record, and recovery of what a crash or an RPC fault interrupted.
+// Accepted payments: the reservation (once-only), settlement on chain through the settler (group-committed treasury
+// transactions) or a facilitator, front-run detection from the chain's own record, and recovery of what a crash or an
+// RPC fault interrupted.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
-import { encodeFunctionData, getAddress, type Hex, parseSignature } from "viem"
+import { getAddress } from "viem"
 import { Chain } from "../../layers/Chain.js"
-import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { recordSettlement } from "../../layers/observability/Metrics.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
-import { PaymentRejected, type RejectionReason, type VerifiedPayment } from "../../layers/x402/payment.js"
+import { PaymentRejected, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { MachineHost } from "../../machines/Host.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
-import { authorizationPayment, ChainReadError, movedExactly } from "../treasury/chainReads.js"
 import { MoneyFaults } from "../treasury/Faults.js"
 import type { TreasuryTxRow } from "../treasury/Repo.js"
-import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
+import { TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { batch } from "../sql/Batch.js"
+import { lookUp, paidInBatch, pending, resolveInBatch, resolveSingle, type Settlement } from "./chainOutcome.js"
 import { PAYMENT_LEASE_MS, type PaymentPurpose, type PaymentRow, PaymentsRepo, verifiedOf } from "./Repo.js"
+import { Settler } from "./Settler.js"
 
-/** The outcome of trying to settle now. */
-export type SettleOutcome =
-  | { readonly _tag: "Settled"; readonly txHash: string; readonly block: bigint | null }
-  | { readonly _tag: "Failed"; readonly reason: RejectionReason | "rpc_error"; readonly message: string }
-  | { readonly _tag: "Pending"; readonly message: string }
-
-/** A settlement attempt: its outcome, and the treasury transaction's own outcome to record with it. */
-export interface Settlement {
-  readonly outcome: SettleOutcome
-  readonly tx: Option.Option<{ readonly id: string; readonly outcome: Exclude<TxOutcome, { _tag: "Pending" }> }>
-}
-
-/** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
-const SETTLEMENT_GAS = 150_000n
-
-const pending = (message: string): Settlement => ({ outcome: { _tag: "Pending", message }, tx: Option.none() })
+export type { Settlement, SettleOutcome } from "./chainOutcome.js"
 
 export class Payments extends Effect.Service<Payments>()("payments/Payments", {
   effect: Effect.gen(function* () {
@@ -44,6 +30,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const writer = yield* TreasuryWriter
     const host = yield* MachineHost
     const faults = yield* MoneyFaults
+    const settler = yield* Settler
 
     /** A unique key of payments was hit: this authorization (or this very header) was already used. */
     const alreadyUsed = (error: SqlError.SqlError): Effect.Effect<never, PaymentRejected | SqlError.SqlError> =>
@@ -59,53 +46,6 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         return reservation.id
       }).pipe(Effect.catchTag("SqlError", alreadyUsed))
 
-    /**
-     * What the chain says happened to an authorization whose own settlement did not confirm (reverted, dropped, or never
-     * sent): paid to the treasury by anyone (a front-runner included) is settled with that hash; otherwise failed for
-     * good, or worth another try.
-     */
-    const lookUp = (p: VerifiedPayment, tx: Settlement["tx"]): Effect.Effect<Settlement, ChainReadError> =>
-      Effect.gen(function* () {
-        const found = yield* authorizationPayment(chain, p.payer, p.nonce, chain.treasury, p.amount)
-        if (Option.isSome(found.payment)) {
-          return { outcome: { _tag: "Settled", txHash: found.payment.value.txHash, block: found.payment.value.block }, tx }
-        }
-        if (found.used) {
-          return { outcome: { _tag: "Failed", reason: "payment_already_used", message: "the authorization was used without paying the treasury" }, tx }
-        }
-        const now = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
-        if (p.validBefore <= now) {
-          return { outcome: { _tag: "Failed", reason: "invalid_exact_evm_payload_authorization_valid_before", message: "the authorization expired unsettled" }, tx }
-        }
-        const balance = yield* Effect.tryPromise({
-          try: () => chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [getAddress(p.payer)] }),
-          catch: (error) => new ChainReadError({ message: `balance: ${String(error).slice(0, 200)}` })
-        })
-        if (balance < p.amount) {
-          return { outcome: { _tag: "Failed", reason: "insufficient_funds", message: "the payer no longer holds the amount" }, tx }
-        }
-        return { outcome: { _tag: "Pending", message: "not settled yet; will try again" }, tx }
-      })
-
-    /** Turns our transaction's outcome into the payment's. */
-    const resolve = (p: VerifiedPayment, txId: string, outcome: TxOutcome): Effect.Effect<Settlement, ChainReadError> => {
-      if (outcome._tag === "Pending") return Effect.succeed(pending("the settlement transaction is not mined yet"))
-      const tx = Option.some({ id: txId, outcome })
-      if (outcome._tag === "Mined" && outcome.receipt.status === "success" && movedExactly(chain, outcome.receipt, p.payer, chain.treasury, p.amount)) {
-        return Effect.succeed({ outcome: { _tag: "Settled", txHash: outcome.receipt.transactionHash, block: outcome.receipt.blockNumber }, tx })
-      }
-      return lookUp(p, tx)
-    }
-
-    const calldata = (p: VerifiedPayment): Hex => {
-      const { r, s, v, yParity } = parseSignature(p.signature)
-      return encodeFunctionData({
-        abi: usdcAbi,
-        functionName: "transferWithAuthorization",
-        args: [getAddress(p.payer), getAddress(p.payTo), p.amount, p.validAfter, p.validBefore, p.nonce, Number(v ?? BigInt(yParity + 27)), r, s]
-      })
-    }
-
     /** Moves the money on chain and says what happened; records nothing but the treasury transaction itself. */
     const settleOnChain = (paymentId: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement> =>
       Effect.gen(function* () {
@@ -118,23 +58,17 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
             ? { outcome: { _tag: "Failed", reason: error.reason, message: error.message }, tx: Option.none() } satisfies Settlement
             : pending(error.message)
         }
-        const tx = yield* writer.submit({
-          purpose: "settlement",
-          subjectId: paymentId,
-          to: chain.usdc.address,
-          data: calldata(p),
-          gas: SETTLEMENT_GAS,
-          link: (txId) => repo.linkTreasuryTx(paymentId, txId)
-        })
-        const receipt = yield* writer.awaitReceipt(tx)
-        return yield* resolve(p, tx.id, Option.match(receipt, { onNone: () => ({ _tag: "Pending" }) as const, onSome: (r) => ({ _tag: "Mined", receipt: r }) as const }))
+        const sent = yield* settler.send(paymentId, p)
+        switch (sent._tag) {
+          case "Single":
+            return yield* resolveSingle(chain, p, sent.txId, sent.outcome)
+          case "Batch":
+            return yield* resolveInBatch(chain, p, sent.outcome, sent.paid)
+          case "NotSent":
+            return pending(sent.message)
+        }
       }).pipe(
-        Effect.catchTags({
-          TreasuryError: (e) => Effect.succeed(pending(e.message)),
-          ChainReadError: (e) => Effect.succeed(pending(e.message)),
-          // Nothing was stored (the nonce and the row roll back together) or only a machine step was lost: recovery retries.
-          SqlError: (e) => Effect.succeed(pending(`database: ${e.message}`))
-        }),
+        Effect.catchTag("ChainReadError", (e) => Effect.succeed(pending(e.message))),
         recordSettlement,
         Effect.withSpan("Payments.settleOnChain")
       )
@@ -172,12 +106,32 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         if (Option.isNone(payment) || payment.value.status === "settled" || payment.value.status === "failed") {
           return yield* sql.withTransaction(writer.recordIn(tx.id, outcome))
         }
-        const settlement = yield* resolve(verifiedOf(payment.value), tx.id, outcome)
+        const settlement = yield* resolveSingle(chain, verifiedOf(payment.value), tx.id, outcome)
         // A dropped or reverted transaction whose authorization is still good is left to the recovery pass to resend.
         yield* sql.withTransaction(
           settlement.outcome._tag === "Pending" ? writer.recordIn(tx.id, outcome) : recordIn(payment.value.id, settlement)
         )
       })
+
+    /**
+     * The treasury worker found a batch's fate (after a crash, a slow chain or a failed booking): each of its payments
+     * still open is settled by the batch's receipt or looked up per authorization, in a transaction of its own; then the
+     * batch transaction is recorded. A payment whose authorization is still good is left to the recovery pass to resend.
+     */
+    const resolveBatchTx = (tx: TreasuryTxRow) =>
+      Effect.gen(function* () {
+        const outcome = yield* writer.observe(tx)
+        if (outcome._tag === "Pending") return
+        const open = (yield* repo.byTreasuryTx(tx.id)).filter((row) => row.status === "reserved" || row.status === "retrying")
+        const payments = open.map(verifiedOf)
+        const paid = outcome._tag === "Mined" ? paidInBatch(chain, getAddress(tx.toAddress), outcome.receipt, payments) : []
+        yield* Effect.forEach(open, (row, i) =>
+          Effect.gen(function* () {
+            const settlement = yield* resolveInBatch(chain, verifiedOf(row), outcome, paid[i] === true)
+            if (settlement.outcome._tag !== "Pending") yield* sql.withTransaction(recordIn(row.id, settlement))
+          }), { concurrency: 4, discard: true })
+        yield* sql.withTransaction(writer.recordIn(tx.id, outcome))
+      }).pipe(Effect.withSpan("Payments.resolveBatchTx"))
 
     const requirementsFor = (row: PaymentRow) => verifier.requirements({ amount: row.amount, resource: "recovery", description: row.purpose })
 
@@ -193,7 +147,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
           }
         }
         const p = verifiedOf(row)
-        const found = yield* lookUp(p, Option.none())
+        const found = yield* lookUp(chain, p, Option.none())
         if (found.outcome._tag !== "Pending") return yield* sql.withTransaction(recordIn(row.id, found))
         yield* settle(row.id, p, requirementsFor(row))
       }).pipe(
@@ -209,9 +163,12 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
       return due.length
     }).pipe(Effect.withSpan("Payments.recoverDue"))
 
-    return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, recoverDue } as const
+    /** The group commit's state: whether it batches, its batch size, and how many payments wait behind the transaction in flight. */
+    const settlementQueue = { batching: settler.batching, maxBatch: settler.maxBatch, waiting: settler.waiting } as const
+
+    return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
   }),
-  dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default]
+  dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default]
 }) {}
 
 /** Runs the recovery worker every few seconds for the life of the service. */

@@ -99,6 +99,13 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     const linkTreasuryTx = (paymentId: string, txId: string) =>
       sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id = ${paymentId}`.pipe(Effect.asVoid)
 
+    /** Every payment of a batch points at its transaction (in the database transaction that stores it). */
+    const linkTreasuryTxMany = (paymentIds: ReadonlyArray<string>, txId: string) =>
+      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id IN ${sql.in(paymentIds)}`.pipe(Effect.asVoid)
+
+    /** The payments a treasury transaction settles (a batch's, or a single one's). */
+    const byTreasuryTx = (txId: string) => rows(sql`SELECT * FROM payments WHERE treasury_tx_id = ${txId} ORDER BY id`)
+
     /** Unfinished payments whose lease ran out (the process that took them died) or whose retry is due; leased to the caller. */
     const claimDue = (now: number, limit: number) =>
       rows(sql`
@@ -113,6 +120,6 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE payments SET next_attempt_at = GREATEST(next_attempt_at, ${until}) WHERE id = ${id} AND status IN ('reserved', 'retrying')`.pipe(Effect.asVoid)
 
-    return { reserveStatements, lock, find, linkTreasuryTx, claimDue, renewLease } as const
+    return { reserveStatements, lock, find, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
   })
 }) {}

@@ -4,8 +4,9 @@ import { Effect, Option, Schema } from "effect"
 import { historyStatement } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
+import { batch } from "../sql/Batch.js"
 
-export const TreasuryPurpose = Schema.Literal("settlement", "refund", "gap_fill", "withdrawal")
+export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal")
 export type TreasuryPurpose = typeof TreasuryPurpose.Type
 
 export const TreasuryTxRow = Schema.Struct({
@@ -57,7 +58,8 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       readonly leaseUntil: Date
     }) => {
       const start = startMachine(treasuryTxMachine, {})
-      return Effect.zipRight(
+      // One round trip: the row and its first transition (neither reads the other).
+      return batch(sql, [
         sql`INSERT INTO treasury_txs ${sql.insert({
           id: input.id,
           purpose: input.purpose,
@@ -72,7 +74,7 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
           leaseUntil: input.leaseUntil
         })}`,
         historyStatement(sql, [{ machine: "treasury", actorId: input.id, event: { type: "SIGNED" }, from: null, to: start.state, at: Date.now() }])
-      ).pipe(Effect.asVoid)
+      ]).pipe(Effect.asVoid)
     }
 
     const lock = (id: string) => rows(sql`SELECT * FROM treasury_txs WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))

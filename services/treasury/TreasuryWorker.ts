@@ -21,6 +21,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
     const purposes: Record<TreasuryTxRow["purpose"], (tx: TreasuryTxRow) => Effect.Effect<void, unknown>> = {
       settlement: payments.resolveTx,
+      settlement_batch: payments.resolveBatchTx,
       refund: refunds.resolveTx,
       withdrawal: withdrawals.resolveTx,
       gap_fill: (tx) =>

@@ -142,8 +142,31 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         return stored
       }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
-    /** Waits for the receipt (bounded), keeping the lease while it waits. */
-    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs) =>
+    /**
+     * Asks for the receipt every `everyMs` until `timeoutMs` (RPC faults count as "not yet"). For a lone waiter: viem's
+     * waiter follows new blocks, and when our transaction is the last one (a devnet mines a block per transaction) a
+     * receipt it asked for a moment too early is never asked for again until its timeout.
+     */
+    const pollReceipt = async (hash: Hex, timeoutMs: number, everyMs: number): Promise<TransactionReceipt> => {
+      const deadline = Date.now() + timeoutMs
+      let last: unknown = "not mined"
+      for (;;) {
+        const receipt = await chain.publicClient.getTransactionReceipt({ hash }).catch((error: unknown) => {
+          last = error
+          return undefined
+        })
+        if (receipt !== undefined) return receipt
+        if (Date.now() >= deadline) throw new Error(`no receipt within ${timeoutMs} ms (${String(last).slice(0, 200)})`)
+        await new Promise((resolve) => setTimeout(resolve, everyMs))
+      }
+    }
+
+    /**
+     * Waits for the receipt (bounded), keeping the lease while it waits. `pollingIntervalMs`: the caller is the only one
+     * waiting (the settler's loop), so it polls the receipt itself at that pace (on a devnet the poll is most of a batch's
+     * round trip) instead of following blocks.
+     */
+    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs, pollingIntervalMs?: number) =>
       Effect.gen(function* () {
         const renew = yield* Effect.forkScoped(
           Effect.flatMap(Clock.currentTimeMillis, (now) => repo.renewLease(tx.id, new Date(now + TREASURY_LEASE_MS))).pipe(
@@ -156,10 +179,20 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           // Ask at once (a devnet mines on submission), then poll.
           try: () =>
             chain.publicClient.getTransactionReceipt({ hash: tx.txHash as Hex }).catch(() =>
-              chain.publicClient.waitForTransactionReceipt({ hash: tx.txHash as Hex, timeout: timeoutMs })
+              pollingIntervalMs === undefined
+                ? chain.publicClient.waitForTransactionReceipt({ hash: tx.txHash as Hex, timeout: timeoutMs })
+                : pollReceipt(tx.txHash as Hex, timeoutMs, pollingIntervalMs)
             ),
-          catch: (error) => new ChainReadError({ message: `no receipt for ${tx.txHash}: ${String(error).slice(0, 200)}` })
-        }).pipe(Effect.option)
+          catch: (error) => new ChainReadError({ message: `no receipt for ${tx.txHash}: ${String(error).slice(0, 300)}` })
+        }).pipe(
+          Effect.map(Option.some),
+          // viem's waiter can miss a mined receipt (or an RPC call of its fails): say why, and read it once directly.
+          Effect.catchAll((e) =>
+            Effect.logWarning(`treasury tx ${tx.id}: ${e.message}`).pipe(
+              Effect.zipRight(receiptOf(chain, tx.txHash as Hex)),
+              Effect.orElseSucceed(() => Option.none<TransactionReceipt>())
+            ))
+        )
         yield* Fiber.interrupt(renew)
         return receipt
       }).pipe(Effect.scoped)

@@ -25,8 +25,13 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "1000", RATE_LIMIT_AGENT_PER_WINDO
       expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200))
       expect(new Set(responses.map((r) => r.body.data.requestId)).size).toBe(50)
       expect(responses.every((r) => r.body.data.settlement.status === "settled")).toBe(true)
-      const txHashes = new Set(responses.map((r) => r.body.data.settlement.txHash))
-      expect(txHashes.size).toBe(50)
+      // Settlements are group-committed (docs/settlement.md): payments may share a transaction; each carries the hash of
+      // the treasury transaction that paid it.
+      const linked = yield* sql<{ txHash: string; treasuryHash: string }>`
+        SELECT p.tx_hash, t.tx_hash AS treasury_hash FROM payments p JOIN treasury_txs t ON t.id = p.treasury_tx_id
+        WHERE p.purpose = 'execution' AND p.subject_id IN ${sql.in(responses.map((r) => String(r.body.data.requestId)))}`
+      expect(linked).toHaveLength(50)
+      expect(linked.every((l) => l.txHash === l.treasuryHash)).toBe(true)
       const chainAfter = yield* Effect.promise(() => usdcBalance(TREASURY))
       const ledgerAfter = yield* ledger.balance(Accounts.treasury)
       expect(chainAfter - chainBefore).toBe(50n * PRICE)

@@ -1,0 +1,42 @@
+/**
+ * The SettlementBatcher on the devnet: deployed by its own deployer key at nonce 0 (so at a fixed address, whatever
+ * the treasury's nonce), only when the chain (fresh, or restored from a state file) does not have it yet.
+ */
+import { createPublicClient, createTestClient, createWalletClient, getContractAddress, type Hex, http, keccak256, parseEther, toBytes } from "viem";
+import { privateKeyToAccount } from "viem/accounts";
+import { devnetChain } from "./accounts.js";
+import type { CompiledContract } from "./compile.js";
+
+/** A devnet-only key (never holds anything but the gas anvil gives it): the batcher's deployer. */
+const DEPLOYER_KEY: Hex = keccak256(toBytes("agent-marketplace devnet: SettlementBatcher deployer"));
+const deployer = privateKeyToAccount(DEPLOYER_KEY);
+
+/** Where the devnet's SettlementBatcher lives: its deployer's first deployment. */
+export const DEVNET_SETTLEMENT_BATCHER_ADDRESS: `0x${string}` = getContractAddress({ from: deployer.address, nonce: 0n });
+
+const POLL_MS = 20;
+
+/** Deploys the batcher when it is missing; `getCompiled` is called only then. */
+export const ensureBatcher = async (rpcUrl: string, getCompiled: () => Promise<CompiledContract>): Promise<void> => {
+  const chain = devnetChain(rpcUrl);
+  const transport = http(rpcUrl);
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: POLL_MS });
+  const code = await publicClient.getCode({ address: DEVNET_SETTLEMENT_BATCHER_ADDRESS });
+  if (code !== undefined && code !== "0x") return;
+  const nonce = await publicClient.getTransactionCount({ address: deployer.address, blockTag: "pending" });
+  if (nonce !== 0) {
+    throw new Error(
+      `devnet state is inconsistent: the batcher's deployer has nonce ${nonce} but there is no code at ` +
+        `${DEVNET_SETTLEMENT_BATCHER_ADDRESS}. Delete the state file.`,
+    );
+  }
+  // Devnet only: anvil funds the deployer for its one transaction (no dev account's nonce moves).
+  await createTestClient({ mode: "anvil", chain, transport }).setBalance({ address: deployer.address, value: parseEther("1") });
+  const wallet = createWalletClient({ account: deployer, chain, transport, pollingInterval: POLL_MS });
+  const { bytecode } = await getCompiled();
+  const hash = await wallet.sendTransaction({ data: bytecode, nonce: 0, gas: 1_000_000n });
+  const receipt = await publicClient.waitForTransactionReceipt({ hash });
+  if (receipt.status !== "success" || receipt.contractAddress?.toLowerCase() !== DEVNET_SETTLEMENT_BATCHER_ADDRESS.toLowerCase()) {
+    throw new Error(`SettlementBatcher deployment failed (tx ${hash}, status ${receipt.status})`);
+  }
+};

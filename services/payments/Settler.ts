@@ -1,0 +1,146 @@
+// Sends settlements as treasury transactions. With a SettlementBatcher, settlements are group-committed: an idle settler
+// sends a payment at once (alone: a plain transferWithAuthorization); while a transaction is in flight the next payments
+// wait and go together, as one batch, when it is mined. Without a batcher, one transaction per payment, concurrently.
+import { SqlClient } from "@effect/sql"
+import { Cause, Chunk, Config, Deferred, Effect, Option, Queue } from "effect"
+import { Chain } from "../../layers/Chain.js"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
+import { newId } from "../../src/domain/Ids.js"
+import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
+import { batchCalldata, batchGas, paidInBatch, singleCalldata } from "./chainOutcome.js"
+import { PaymentsRepo } from "./Repo.js"
+
+/** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
+const SETTLEMENT_GAS = 150_000n
+
+/** What became of a payment handed to the settler. */
+export type Sent =
+  /** Sent alone: the caller records the transaction's outcome with the payment's. */
+  | { readonly _tag: "Single"; readonly txId: string; readonly outcome: TxOutcome }
+  /** Sent in a batch (recorded once by the settler or the treasury worker); `paid`: the receipt shows this payment paid. */
+  | { readonly _tag: "Batch"; readonly txId: string; readonly outcome: TxOutcome; readonly paid: boolean }
+  /** Not sent, or sent and then interrupted: a payment linked to a stored transaction is finished by the workers. */
+  | { readonly _tag: "NotSent"; readonly message: string }
+
+interface Waiting {
+  readonly paymentId: string
+  readonly payment: VerifiedPayment
+  readonly done: Deferred.Deferred<Sent>
+}
+
+const notSent = (message: string): Sent => ({ _tag: "NotSent", message })
+
+/** SETTLEMENT_BATCH_MAX: the most payments in one batch transaction (gas: ≈ 40,000 each, a limit of 135,000 each); 1 = one by one. */
+const batchMax = Config.integer("SETTLEMENT_BATCH_MAX").pipe(
+  Config.withDefault(100),
+  Config.validate({ message: "SETTLEMENT_BATCH_MAX must be between 1 and 200", validation: (n) => n >= 1 && n <= 200 })
+)
+
+export class Settler extends Effect.Service<Settler>()("payments/Settler", {
+  scoped: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const chain = yield* Chain
+    const writer = yield* TreasuryWriter
+    const repo = yield* PaymentsRepo
+    const maxBatch = yield* batchMax
+    const batcher = writer.enabled && maxBatch > 1 ? chain.batcher : Option.none()
+    /** The settler is the only one waiting for a batch's receipt: on a devnet (a block per transaction) it asks often. */
+    const receiptPollMs = chain.mode === "devnet" ? 5 : undefined
+
+    /** `pollMs`: set when the caller is the group commit's loop, the only one waiting for a receipt. */
+    const sendOne = (paymentId: string, p: VerifiedPayment, pollMs?: number): Effect.Effect<Sent> =>
+      Effect.gen(function* () {
+        const tx = yield* writer.submit({
+          purpose: "settlement",
+          subjectId: paymentId,
+          to: chain.usdc.address,
+          data: singleCalldata(p),
+          gas: SETTLEMENT_GAS,
+          link: (txId) => repo.linkTreasuryTx(paymentId, txId)
+        })
+        const receipt = yield* writer.awaitReceipt(tx, undefined, pollMs)
+        const outcome: TxOutcome = Option.match(receipt, { onNone: () => ({ _tag: "Pending" }), onSome: (r) => ({ _tag: "Mined", receipt: r }) })
+        return { _tag: "Single", txId: tx.id, outcome } satisfies Sent
+      }).pipe(
+        // Nothing was stored (the nonce and the row roll back together), or the stored transaction is the worker's now.
+        Effect.catchTags({ TreasuryError: (e) => Effect.succeed(notSent(e.message)), SqlError: (e) => Effect.succeed(notSent(`database: ${e.message}`)) }),
+        Effect.withSpan("Settler.sendOne")
+      )
+
+    /** One batch transaction for the group; the payments are linked to it in the database transaction that stores it. */
+    const sendBatch = (address: `0x${string}`, group: ReadonlyArray<Waiting>): Effect.Effect<ReadonlyArray<Sent>> =>
+      Effect.gen(function* () {
+        const payments = group.map((w) => w.payment)
+        const tx = yield* writer.submit({
+          purpose: "settlement_batch",
+          subjectId: newId("batch"),
+          to: address,
+          data: batchCalldata(chain.usdc.address, payments),
+          gas: batchGas(group.length),
+          link: (txId) => repo.linkTreasuryTxMany(group.map((w) => w.paymentId), txId)
+        })
+        const receipt = yield* writer.awaitReceipt(tx, undefined, receiptPollMs)
+        if (Option.isNone(receipt)) return group.map((): Sent => ({ _tag: "Batch", txId: tx.id, outcome: { _tag: "Pending" }, paid: false }))
+        const outcome: TxOutcome = { _tag: "Mined", receipt: receipt.value }
+        // The batch transaction is recorded once, beside the next batch (not in its way); should this fail, the
+        // treasury worker records it after its lease. Its payments are recorded by their callers.
+        yield* Effect.fork(sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
+          Effect.catchAll((e) => Effect.logWarning(`settlement batch ${tx.id}: recording its receipt failed, the treasury worker will: ${e.message}`))
+        ))
+        const paid = paidInBatch(chain, address, receipt.value, payments)
+        return group.map((_, i): Sent => ({ _tag: "Batch", txId: tx.id, outcome, paid: paid[i] === true }))
+      }).pipe(
+        Effect.catchTags({
+          TreasuryError: (e) => Effect.succeed(group.map(() => notSent(e.message))),
+          SqlError: (e) => Effect.succeed(group.map(() => notSent(`database: ${e.message}`)))
+        }),
+        Effect.withSpan("Settler.sendBatch", { attributes: { size: group.length } })
+      )
+
+    const queue = yield* Queue.unbounded<Waiting>()
+    const release = (group: ReadonlyArray<Waiting>, sent: (i: number) => Sent) =>
+      Effect.forEach(group, (w, i) => Deferred.succeed(w.done, sent(i)), { discard: true })
+    const stopping = notSent("the service is stopping; the recovery workers finish this settlement")
+
+    /** One turn: the first waiting payment (blocks while idle), and whoever queued behind it, up to the batch size. */
+    const turn = (address: `0x${string}`) =>
+      Effect.gen(function* () {
+        const first = yield* Queue.take(queue)
+        const group = [first, ...Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, maxBatch - 1))]
+        yield* Effect.gen(function* () {
+          const sent = group.length === 1 ? [yield* sendOne(first.paymentId, first.payment, receiptPollMs)] : yield* sendBatch(address, group)
+          yield* release(group, (i) => sent[i] ?? notSent("no result for this payment"))
+        }).pipe(
+          // A defect here is a crash at some step (tests inject them): whatever was stored is the workers' to finish.
+          Effect.catchAllCause((cause) =>
+            Effect.zipRight(
+              Effect.logError(`settlement of ${group.length} payment(s) interrupted; the recovery workers finish it`, cause),
+              release(group, () => notSent(`the settlement was interrupted: ${String(Cause.squash(cause))}`.slice(0, 300)))
+            )),
+          Effect.onInterrupt(() => release(group, () => stopping))
+        )
+      })
+
+    if (Option.isSome(batcher)) {
+      yield* Effect.forkScoped(Effect.forever(turn(batcher.value)))
+      yield* Effect.addFinalizer(() =>
+        Effect.flatMap(Queue.takeAll(queue), (left) => release(Chunk.toReadonlyArray(left), () => stopping)))
+    }
+
+    /** Settles one payment: through the group commit when there is a batcher, else in a transaction of its own. */
+    const send = (paymentId: string, p: VerifiedPayment): Effect.Effect<Sent> =>
+      Option.isNone(batcher)
+        ? sendOne(paymentId, p)
+        : Effect.gen(function* () {
+          const done = yield* Deferred.make<Sent>()
+          yield* Queue.offer(queue, { paymentId, payment: p, done })
+          return yield* Deferred.await(done)
+        })
+
+    /** Payments waiting for the next batch (behind the transaction in flight). */
+    const waiting = Queue.size(queue)
+
+    return { send, waiting, batching: Option.isSome(batcher), maxBatch } as const
+  }),
+  dependencies: [TreasuryWriter.Default, PaymentsRepo.Default]
+}) {}

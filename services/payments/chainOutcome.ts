@@ -1,0 +1,167 @@
+// What the chain says about one payment: the calldata that settles it (alone or in a batch), whether a mined receipt
+// paid it, and, when our own transaction did not, who used its authorization (a front-runner included) or why it failed.
+import { Clock, Effect, Option } from "effect"
+import { encodeFunctionData, getAddress, type Hex, parseSignature, toEventSelector, type TransactionReceipt } from "viem"
+import type { ChainShape } from "../../layers/Chain.js"
+import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
+import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
+import type { RejectionReason, VerifiedPayment } from "../../layers/x402/payment.js"
+import { authorizationPayment, ChainReadError, movedExactly } from "../treasury/chainReads.js"
+import type { TxOutcome } from "../treasury/TreasuryWriter.js"
+
+/** The outcome of trying to settle now. */
+export type SettleOutcome =
+  | { readonly _tag: "Settled"; readonly txHash: string; readonly block: bigint | null }
+  | { readonly _tag: "Failed"; readonly reason: RejectionReason | "rpc_error"; readonly message: string }
+  | { readonly _tag: "Pending"; readonly message: string }
+
+/** A settlement attempt: its outcome, and the treasury transaction's own outcome to record with it. */
+export interface Settlement {
+  readonly outcome: SettleOutcome
+  readonly tx: Option.Option<{ readonly id: string; readonly outcome: Exclude<TxOutcome, { _tag: "Pending" }> }>
+}
+
+export const pending = (message: string): Settlement => ({ outcome: { _tag: "Pending", message }, tx: Option.none() })
+
+/** r, s, v of a 65-byte signature by slicing (viem's parser costs more than the rest of a batch item); others parsed. */
+const splitSignature = (signature: Hex): { readonly r: Hex; readonly s: Hex; readonly v: number } => {
+  if (signature.length === 132) {
+    const v = Number.parseInt(signature.slice(130), 16)
+    return { r: `0x${signature.slice(2, 66)}`, s: `0x${signature.slice(66, 130)}`, v: v < 27 ? v + 27 : v }
+  }
+  const { r, s, v, yParity } = parseSignature(signature)
+  return { r, s, v: Number(v ?? BigInt(yParity + 27)) }
+}
+
+const authorizationArgs = (p: VerifiedPayment) => {
+  const { r, s, v } = splitSignature(p.signature)
+  return { from: getAddress(p.payer), to: getAddress(p.payTo), value: p.amount, validAfter: p.validAfter, validBefore: p.validBefore, nonce: p.nonce, v, r, s }
+}
+
+/** One payment, one transaction: the token's transferWithAuthorization. */
+export const singleCalldata = (p: VerifiedPayment): Hex => {
+  const a = authorizationArgs(p)
+  return encodeFunctionData({
+    abi: usdcAbi,
+    functionName: "transferWithAuthorization",
+    args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, a.v, a.r, a.s]
+  })
+}
+
+/** Many payments, one transaction: the SettlementBatcher's settle(token, authorizations). */
+export const batchCalldata = (token: `0x${string}`, payments: ReadonlyArray<VerifiedPayment>): Hex =>
+  encodeFunctionData({ abi: settlementBatcherAbi, functionName: "settle", args: [token, payments.map(authorizationArgs)] })
+
+/**
+ * Gas for a batch of `n`: the contract tries an item only while ITEM_GAS (120,000) and its reserve (≈ 132,000) are
+ * left, so the limit covers that for every item (an item uses ≈ 40,000-60,000, and only gas used is paid). 200 items
+ * stay under a 30M block.
+ */
+export const batchGas = (n: number): bigint => 80_000n + 135_000n * BigInt(n)
+
+const TRANSFER = toEventSelector("Transfer(address,address,uint256)")
+const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address,bytes32)")
+const AUTHORIZATION_SETTLED = toEventSelector("AuthorizationSettled(address,address,bytes32,uint256,bool)")
+
+/** What a batch's reading needs of a receipt's log. */
+export interface ReceiptLog {
+  readonly address: string
+  readonly topics: ReadonlyArray<Hex>
+  readonly data: Hex
+}
+
+/** An indexed address topic as a lower-case address. */
+const topicAddress = (topic: Hex | undefined) => (topic === undefined ? "" : `0x${topic.slice(26)}`.toLowerCase())
+
+/**
+ * Which of `payments` a mined batch paid, by authorization (payer, nonce), whatever their order: the batcher reported
+ * the item ok, the token logged AuthorizationUsed for it, and a Transfer of exactly its amount from the payer to the
+ * treasury is in the receipt (each Transfer log counts for one payment only). Logs are read by their topics (a batch
+ * carries three per payment; viem's generic decoder costs more than the rest of a payment's settlement here).
+ */
+export const paidInBatch = (
+  chain: Pick<ChainShape, "usdc" | "treasury">,
+  batcher: `0x${string}`,
+  receipt: { readonly status: TransactionReceipt["status"]; readonly logs: ReadonlyArray<ReceiptLog> },
+  payments: ReadonlyArray<Pick<VerifiedPayment, "payer" | "nonce" | "amount">>
+): ReadonlyArray<boolean> => {
+  if (receipt.status !== "success") return payments.map(() => false)
+  const token = chain.usdc.address.toLowerCase()
+  const treasury = chain.treasury.toLowerCase()
+  const batcherAddress = batcher.toLowerCase()
+  const key = (from: string, nonce: string) => `${from.toLowerCase()}:${nonce.toLowerCase()}`
+  const reportedOk = new Set<string>()
+  const used = new Set<string>()
+  const transfers = new Map<string, number>()
+  for (const log of receipt.logs) {
+    const [topic, t1, t2, t3] = log.topics
+    const address = log.address.toLowerCase()
+    if (address === batcherAddress && topic === AUTHORIZATION_SETTLED && t3 !== undefined && log.data.length === 130) {
+      // data: index (uint256), ok (bool)
+      if (topicAddress(t1) === token && BigInt(`0x${log.data.slice(66)}`) === 1n) reportedOk.add(key(topicAddress(t2), t3))
+    } else if (address === token && topic === AUTHORIZATION_USED && t2 !== undefined) {
+      used.add(key(topicAddress(t1), t2))
+    } else if (address === token && topic === TRANSFER && log.data.length === 66 && topicAddress(t2) === treasury) {
+      const t = `${topicAddress(t1)}:${BigInt(log.data)}`
+      transfers.set(t, (transfers.get(t) ?? 0) + 1)
+    }
+  }
+  return payments.map((p) => {
+    const k = key(p.payer, p.nonce)
+    const t = `${p.payer.toLowerCase()}:${p.amount}`
+    const left = transfers.get(t) ?? 0
+    if (!reportedOk.has(k) || !used.has(k) || left === 0) return false
+    transfers.set(t, left - 1)
+    return true
+  })
+}
+
+/**
+ * What the chain says happened to an authorization whose own settlement did not confirm (reverted, dropped, a failed
+ * batch item, or never sent): paid to the treasury by anyone (a front-runner included) is settled with that hash;
+ * otherwise failed for good, or worth another try.
+ */
+export const lookUp = (chain: ChainShape, p: VerifiedPayment, tx: Settlement["tx"]): Effect.Effect<Settlement, ChainReadError> =>
+  Effect.gen(function* () {
+    const found = yield* authorizationPayment(chain, p.payer, p.nonce, chain.treasury, p.amount)
+    if (Option.isSome(found.payment)) {
+      return { outcome: { _tag: "Settled", txHash: found.payment.value.txHash, block: found.payment.value.block }, tx }
+    }
+    if (found.used) {
+      return { outcome: { _tag: "Failed", reason: "payment_already_used", message: "the authorization was used without paying the treasury" }, tx }
+    }
+    const now = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
+    if (p.validBefore <= now) {
+      return { outcome: { _tag: "Failed", reason: "invalid_exact_evm_payload_authorization_valid_before", message: "the authorization expired unsettled" }, tx }
+    }
+    const balance = yield* Effect.tryPromise({
+      try: () => chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [getAddress(p.payer)] }),
+      catch: (error) => new ChainReadError({ message: `balance: ${String(error).slice(0, 200)}` })
+    })
+    if (balance < p.amount) {
+      return { outcome: { _tag: "Failed", reason: "insufficient_funds", message: "the payer no longer holds the amount" }, tx }
+    }
+    return { outcome: { _tag: "Pending", message: "not settled yet; will try again" }, tx }
+  })
+
+/** Turns our single-payment transaction's outcome into the payment's. */
+export const resolveSingle = (chain: ChainShape, p: VerifiedPayment, txId: string, outcome: TxOutcome): Effect.Effect<Settlement, ChainReadError> => {
+  if (outcome._tag === "Pending") return Effect.succeed(pending("the settlement transaction is not mined yet"))
+  const tx = Option.some({ id: txId, outcome })
+  if (outcome._tag === "Mined" && outcome.receipt.status === "success" && movedExactly(chain, outcome.receipt, p.payer, chain.treasury, p.amount)) {
+    return Effect.succeed({ outcome: { _tag: "Settled", txHash: outcome.receipt.transactionHash, block: outcome.receipt.blockNumber }, tx })
+  }
+  return lookUp(chain, p, tx)
+}
+
+/**
+ * Turns a batch's outcome into one payment's: paid by the batch is settled with its hash; anything else is looked up
+ * per authorization. The batch transaction itself is recorded once, by whoever follows it, never per payment.
+ */
+export const resolveInBatch = (chain: ChainShape, p: VerifiedPayment, outcome: TxOutcome, paid: boolean): Effect.Effect<Settlement, ChainReadError> => {
+  if (outcome._tag === "Pending") return Effect.succeed(pending("the settlement batch is not mined yet"))
+  if (outcome._tag === "Mined" && paid) {
+    return Effect.succeed({ outcome: { _tag: "Settled", txHash: outcome.receipt.transactionHash, block: outcome.receipt.blockNumber }, tx: Option.none() })
+  }
+  return lookUp(chain, p, Option.none())
+}
