@@ -9,7 +9,7 @@ import { type AgentReply, failure, makeExchange, type Prepared, USER_AGENT } fro
 import { OutboundPool } from "./outbound/Pool.js"
 import { outboundSettings } from "./outbound/settings.js"
 import { loadRequestSigner } from "./outbound/signing.js"
-import { freshTraceparent, validTraceparent } from "./outbound/trace.js"
+import { outboundTraceparent } from "./outbound/trace.js"
 import { addressRefusal, hostOf } from "./UrlGuard.js"
 
 export { BREAKER_OPTIONS, type BreakerChange } from "./outbound/breakers.js"
@@ -26,7 +26,7 @@ export interface AgentCall {
   readonly requestId: string
   readonly capabilityId: string
   readonly input: unknown
-  /** W3C trace context; a fresh one (from the current span) when absent or malformed. */
+  /** W3C trace context (a chain's); our own span replaces it within the trace we record (layers/outbound/trace.ts). */
   readonly traceparent?: string
   /** Defaults to EXECUTION_TIMEOUT_MS. Covers connect, headers and the whole body. */
   readonly timeoutMs?: number
@@ -65,7 +65,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         const started = performance.now()
         const refused = checkUrl(c.url)
         if (refused !== undefined) return yield* failure("blocked_url", refused, started)
-        const traceparent = c.traceparent !== undefined && validTraceparent(c.traceparent) ? c.traceparent : yield* freshTraceparent
+        const traceparent = yield* outboundTraceparent(c.traceparent)
         const rawBody = yield* Effect.try(() => JSON.stringify({ requestId: c.requestId, capabilityId: c.capabilityId, input: c.input })).pipe(
           Effect.orDie
         )

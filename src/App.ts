@@ -8,6 +8,9 @@ import { Chain, ChainLive } from "../layers/Chain.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
+import { LoggingLive, LogSettings } from "../layers/observability/Logging.js"
+import { withTransitionMetrics } from "../layers/observability/machines.js"
+import { TracingLive } from "../layers/observability/Tracing.js"
 import { AgentProxy } from "../layers/AgentProxy.js"
 import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
 import { Agents } from "../services/agents/Agents.js"
@@ -87,7 +90,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 )
 
 /** The machine registry with every feature's machine spec (the host's runners). */
-const MachinesLive = MachineRunnersLive.pipe(
+const MachinesLive = withTransitionMetrics(MachineRunnersLive).pipe(
   Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default))
 )
 
@@ -174,24 +177,24 @@ const BannerLive = Layer.effectDiscard(
       `  docs:            ${address}/docs  (OpenAPI: ${address}/openapi.json)`,
       ...(chain.mode === "devnet" && Option.isNone(config.operatorToken) ? [`  operator token:  ${Redacted.value(token)}`] : [])
     ]
-    yield* Effect.sync(() => console.log(lines.join("\n")))
+    const { format } = yield* LogSettings
+    // JSON logs stay one object per line: the banner becomes one record there (without the devnet operator token).
+    if (format === "json") {
+      yield* Effect.logInfo(`agent marketplace listening on ${address}`, { address, mode: chain.mode, database: db.mode, chainId: chain.chainId, network: chain.network, usdc: chain.usdc.address, treasury: chain.treasury })
+    } else yield* Effect.sync(() => console.log(lines.join("\n")))
   })
 )
 
-/** The whole service for a given chain layer (ChainLive in production, an attached devnet in tests). */
 /**
- * Spans cost CPU on every request and statement (with a stack trace each) and go nowhere until an exporter is wired
- * (the operators issue brings OpenTelemetry): TRACING=true turns them on.
+ * The whole service for a given chain layer (ChainLive in production, an attached devnet in tests). Logging and tracing
+ * come first: everything built on top logs through the one logger and records spans only when an exporter is set.
  */
-const TracingLive = Layer.unwrapEffect(
-  Effect.map(Config.boolean("TRACING").pipe(Config.withDefault(false)), (enabled) => Layer.setTracerEnabled(enabled))
-)
-
 export const makeAppLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>, options: { readonly banner: boolean } = { banner: true }) =>
   (options.banner ? Layer.merge(HttpLive, BannerLive) : HttpLive).pipe(
     Layer.provide(NodeServerLive),
     Layer.provideMerge(makeServicesLive(chain)),
-    Layer.provide(TracingLive)
+    Layer.provide(TracingLive),
+    Layer.provide(LoggingLive)
   )
 
 export const AppLive = makeAppLive(ChainLive)

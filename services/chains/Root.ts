@@ -4,6 +4,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Either, Option } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
+import { currentTraceId } from "../../layers/outbound/trace.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { CHAIN_TIMEOUT_MS, chainMachine } from "../../machines/chain.js"
@@ -88,7 +89,7 @@ export class ChainRoots extends Effect.Service<ChainRoots>()("chains/ChainRoots"
           budget: budget.value,
           price,
           maxDepth: Math.min(MAX_CHAIN_DEPTH, Math.max(1, agent.chainSettings.chain_max_depth)),
-          traceId: randomBytes(16).toString("hex"),
+          traceId: yield* currentTraceId,
           spanId: newSpanId()
         })
       })

@@ -5,6 +5,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { getAddress } from "viem"
 import { Chain } from "../../layers/Chain.js"
+import { recordSettlement } from "../../layers/observability/Metrics.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
 import { PaymentRejected, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -68,6 +69,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         }
       }).pipe(
         Effect.catchTag("ChainReadError", (e) => Effect.succeed(pending(e.message))),
+        recordSettlement,
         Effect.withSpan("Payments.settleOnChain")
       )
 

@@ -19,6 +19,7 @@ export const ErrorCodes = {
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
   AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
+  METRICS_AUTH_REQUIRED: { status: 401, meaning: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (METRICS_TOKEN is set, or the service runs against a real chain)." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
   CHAIN_TOKEN_INVALID: { status: 401, meaning: "X-Chain-Token is malformed, tampered with or not signed by this marketplace." },
   CHAIN_TOKEN_EXPIRED: { status: 401, meaning: "X-Chain-Token is older than 30 seconds; use the childToken of the latest chained response." },
@@ -120,7 +121,7 @@ export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "METRICS_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 

@@ -14,6 +14,8 @@ import { SqlError } from "@effect/sql"
 import { Cause, Config, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { McpHttpLive } from "../mcp/Http.js"
+import { observeRequests } from "../../layers/observability/requests.js"
+import { apiRoutes, makeRouteMatcher } from "../../layers/observability/routes.js"
 import {
   BadRequest,
   ErrorClasses,
@@ -34,6 +36,7 @@ import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
+import { METRICS_PATH, MetricsRouteLive } from "./Metrics.js"
 import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
@@ -156,12 +159,13 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-client-id",
     "x-chain-token",
     "x-chain-budget",
+    "x-request-id",
     "access-control-expose-headers",
     "mcp-session-id",
     "mcp-protocol-version",
     "last-event-id"
   ],
-  exposedHeaders: ["X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After", "Mcp-Session-Id"]
+  exposedHeaders: ["X-Request-Id", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After", "Mcp-Session-Id"]
 })
 
 /** The API with every handler; needs the domain services. */
@@ -178,8 +182,21 @@ const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
   Config.map((trusted) => (trusted ? HttpMiddleware.xForwardedHeaders : <A>(app: A) => app))
 )
 
-/** Serves the API (plus /openapi.json, /docs and the MCP endpoint /mcp) and the operator console (/ops, answered before the API) on whatever HttpServer is provided. */
-export const HttpLive = Layer.unwrapEffect(Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => middleware(opsConsole(app))))).pipe(
+/** Probes and scrapes: logged at debug, never traced. */
+const QUIET_ROUTES = ["/health", METRICS_PATH]
+
+/** Request id, request log line and HTTP metrics by route template (layers/observability/requests.ts). */
+const observed = observeRequests({
+  routes: makeRouteMatcher(apiRoutes(Api, [["GET", METRICS_PATH], ["GET", "/docs"], ["GET", "/openapi.json"], ["GET", "/mcp"], ["POST", "/mcp"], ["DELETE", "/mcp"]])),
+  quiet: new Set(QUIET_ROUTES)
+})
+
+/** Serves the API (plus /openapi.json, /docs, /metrics, the MCP endpoint /mcp) and the operator console (/ops, answered before the API) on whatever HttpServer is provided. */
+export const HttpLive = Layer.unwrapEffect(
+  Effect.map(forwardedHeaders, (middleware) => HttpApiBuilder.serve((app) => observed(middleware(opsConsole(app)))))
+).pipe(
+  Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url.split("?")[0] ?? "")),
+  Layer.provide(MetricsRouteLive),
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(envelopeMiddleware),

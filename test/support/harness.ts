@@ -73,6 +73,8 @@ export const TestApp = (settings: Record<string, string> = {}, options: { readon
           DATA_DIR: dataDir,
           OPERATOR_TOKEN,
           DATABASE_POOL_SIZE: "10",
+          // One line per request would bury test output; a test about logs sets LOG_LEVEL itself.
+          LOG_LEVEL: "warn",
           ...settings
         }))
       )

@@ -1,0 +1,45 @@
+// Counts the transitions every persisted machine saves (and the executions' API statuses) by wrapping the host's runners.
+import { Context, Effect, Layer, Option } from "effect"
+import { type Delivered, type MachineKind, MachineRunners, type Runner, type Runners } from "../../machines/Host.js"
+import { executionsReached, machineTransitions } from "./Metrics.js"
+
+/** The API status an execution reached with this transition, if it changed (spec section 3; see machines/execution.ts). */
+export const reachedStatus = (from: string | null, to: string): string | undefined => {
+  if (to.startsWith("completed")) return from !== null && from.startsWith("completed") ? undefined : "completed"
+  if (to === "failed" || to === "timeout" || to === "refunded") return from === to ? undefined : to
+  // running is pending again (a retry); refunding, returned and cancelled keep the failure's status.
+  return undefined
+}
+
+const count = (kind: MachineKind, delivered: Option.Option<Delivered>) => {
+  if (Option.isNone(delivered) || !delivered.value.changed) return
+  const { from, state } = delivered.value
+  machineTransitions.inc({ machine: kind, state })
+  if (kind !== "execution") return
+  const status = reachedStatus(from, state)
+  if (status !== undefined) executionsReached.inc({ status })
+}
+
+/**
+ * Counted when the step is saved, inside the caller's transaction: a transaction that rolls back afterwards leaves a
+ * count for a transition that did not happen (rare: the step is the transaction's last statements).
+ */
+const instrument = <E>(kind: MachineKind, runner: Runner<E>): Runner<E> => ({
+  deliver: (id, event, deliver) => Effect.tap(runner.deliver(id, event, deliver), (d) => Effect.sync(() => count(kind, d))),
+  deliverStored: (id, stored, deliver) => Effect.tap(runner.deliverStored(id, stored, deliver), (d) => Effect.sync(() => count(kind, d)))
+})
+
+const instrumentAll = (runners: Runners): Runners => ({
+  execution: instrument("execution", runners.execution),
+  settlement: instrument("settlement", runners.settlement),
+  circuit: instrument("circuit", runners.circuit),
+  treasury: instrument("treasury", runners.treasury),
+  withdrawal: instrument("withdrawal", runners.withdrawal),
+  dispute: instrument("dispute", runners.dispute),
+  webhookDelivery: instrument("webhookDelivery", runners.webhookDelivery),
+  chain: instrument("chain", runners.chain)
+})
+
+/** The same registry, its runners counted. */
+export const withTransitionMetrics = <E, R>(runners: Layer.Layer<MachineRunners, E, R>) =>
+  Layer.map(runners, (context) => Context.add(context, MachineRunners, instrumentAll(Context.get(context, MachineRunners))))

@@ -1,0 +1,192 @@
+// GET /metrics after real traffic, parsed by a Prometheus text parser: HTTP requests by route template, executions by
+// status, settlement latency, and the gauges read from the database at scrape time; the token guard.
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import parsePrometheusTextFormat, { type PrometheusFamily } from "parse-prometheus-text-format"
+import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
+import { fakeAgent } from "../support/agents.js"
+import { call, devAccount, walletAuth } from "../support/clients.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { execute, registerAgent } from "../support/scenario.js"
+
+type Families = ReadonlyMap<string, PrometheusFamily>
+
+/**
+ * The scrape parsed twice: as is (families, types, counters, gauges), and with histograms read as untyped so their
+ * `_bucket`, `_sum` and `_count` series keep their labels (the parser merges a labelled histogram into one sample and
+ * drops the labels; read untyped, each label set's lines come as their own run, merged here by name).
+ */
+const parse = (text: string): Families => {
+  const merged = new Map<string, PrometheusFamily>()
+  for (const f of parsePrometheusTextFormat(text.replace(/^# TYPE (\S+) histogram$/gm, "# TYPE $1 untyped"))) {
+    const seen = merged.get(f.name)
+    merged.set(f.name, seen === undefined ? f : { ...seen, metrics: [...seen.metrics, ...f.metrics] })
+  }
+  for (const f of parsePrometheusTextFormat(text)) merged.set(f.name, f)
+  return merged
+}
+
+const scrape = (headers: Record<string, string> = {}) =>
+  Effect.flatMap(TestEnv, ({ baseUrl }) =>
+    Effect.promise(async () => {
+      const response = await fetch(`${baseUrl}/metrics`, { headers })
+      return { status: response.status, contentType: response.headers.get("content-type"), text: await response.text() }
+    }))
+
+const families = Effect.map(scrape(), (r): Families => {
+  expect(r.status, r.text).toBe(200)
+  return parse(r.text)
+})
+
+/** A counter's or gauge's value (0 when the series does not exist yet). */
+const valueOf = (fams: Families, name: string, labels: Record<string, string> = {}) =>
+  Number(fams.get(name)?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0)
+
+interface HistogramSeries {
+  readonly buckets: ReadonlyArray<readonly [le: number, count: number]>
+  readonly count: number
+  readonly sum: number
+}
+
+/** One labelled series of a histogram (zero when it does not exist yet), its buckets in bound order. */
+const histogramOf = (fams: Families, name: string, labels: Record<string, string>): HistogramSeries => {
+  expect(fams.get(name)?.type).toBe("HISTOGRAM")
+  const matching = (suffix: string) =>
+    (fams.get(`${name}${suffix}`)?.metrics ?? []).filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))
+  return {
+    buckets: matching("_bucket")
+      .map((m) => [m.labels?.["le"] === "+Inf" ? Infinity : Number(m.labels?.["le"]), Number(m.value)] as const)
+      .sort((a, b) => a[0] - b[0]),
+    count: Number(matching("_count")[0]?.value ?? 0),
+    sum: Number(matching("_sum")[0]?.value ?? 0)
+  }
+}
+
+/** Buckets in bound order are cumulative and the +Inf bucket is the count. */
+const expectConsistent = (h: HistogramSeries) => {
+  expect(h.buckets.length).toBeGreaterThan(1)
+  for (let i = 1; i < h.buckets.length; i++) expect(h.buckets[i]![1]).toBeGreaterThanOrEqual(h.buckets[i - 1]![1])
+  expect(h.buckets.at(-1)).toEqual([Infinity, h.count])
+}
+
+/** A webhook receiver on loopback answering `status`; closed with the test's scope. */
+const receiver = (status: number) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly server: http.Server }>((resume) => {
+      const server = http.createServer((req, res) => {
+        req.resume()
+        req.on("end", () => res.writeHead(status).end())
+      })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, server })))
+    }),
+    ({ server }) => Effect.sync(() => server.close())
+  )
+
+const echo = (targetAgentId: string, text: string) => ({ targetAgentId, capabilityId: "echo", input: { text } })
+
+layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excludeTestServices: true })("metrics", (it) => {
+  it.scoped("a paid execution is counted under its route template, as a completed execution and as one settlement", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const agentId = yield* registerAgent(devAccount(1), (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const before = yield* families
+      const paid = yield* execute(devAccount(2), echo(agentId, "count me"))
+      expect(paid.status).toBe(200)
+      const requestId: string = paid.body.data.requestId
+      expect((yield* Effect.promise(() => call(`${baseUrl}/api/v1/execute/${requestId}`))).status).toBe(200)
+      const after = yield* families
+
+      const delta = (name: string, labels: Record<string, string>) => valueOf(after, name, labels) - valueOf(before, name, labels)
+      // The x402 client is answered 402 first, then pays.
+      expect(delta("marketplace_http_requests_total", { method: "POST", route: "/api/v1/execute", status: "402" })).toBe(1)
+      expect(delta("marketplace_http_requests_total", { method: "POST", route: "/api/v1/execute", status: "200" })).toBe(1)
+      expect(delta("marketplace_http_requests_total", { method: "GET", route: "/api/v1/execute/:requestId", status: "200" })).toBe(1)
+      // Labels are templates: no request id ever becomes a label value.
+      const labelValues = [...after.values()].flatMap((f) => f.metrics.flatMap((m) => Object.values(m.labels ?? {})))
+      expect(labelValues.filter((v) => v.includes(requestId) || v.includes("req_"))).toEqual([])
+
+      const executeRoute = { method: "POST", route: "/api/v1/execute" }
+      const latency = histogramOf(after, "marketplace_http_request_duration_seconds", executeRoute)
+      expectConsistent(latency)
+      const earlier = histogramOf(before, "marketplace_http_request_duration_seconds", executeRoute)
+      expect(latency.count - earlier.count).toBe(2)
+      expect(latency.sum).toBeGreaterThan(earlier.sum)
+
+      expect(delta("marketplace_executions_total", { status: "completed" })).toBe(1)
+      expect(delta("marketplace_executions_total", { status: "failed" })).toBe(0)
+      expect(delta("marketplace_machine_transitions_total", { machine: "settlement", state: "settled" })).toBe(1)
+      expect(delta("marketplace_machine_transitions_total", { machine: "execution", state: "completed.released" })).toBe(1)
+      const settled = histogramOf(after, "marketplace_settlement_duration_seconds", { outcome: "settled" })
+      expectConsistent(settled)
+      expect(settled.count - histogramOf(before, "marketplace_settlement_duration_seconds", { outcome: "settled" }).count).toBe(1)
+      // Node's own process metrics come along.
+      expect(after.get("process_cpu_user_seconds_total")?.type).toBe("COUNTER")
+      expect(after.get("nodejs_eventloop_lag_seconds")?.type).toBe("GAUGE")
+    }))
+
+  it.scoped("database gauges follow the database at each scrape: webhook queue depth, open circuits, empty backlogs, connections", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const dispatcher = yield* Dispatcher
+      const owner = devAccount(3)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver(200)
+      const created = yield* Effect.flatMap(TestEnv, ({ baseUrl }) =>
+        Effect.promise(async () =>
+          call(`${baseUrl}/api/v1/webhooks`, { method: "POST", json: { agentId, url: hook.url, events: ["execution.completed"] }, headers: await walletAuth(owner, agentId) })))
+      expect(created.status).toBe(201)
+      expect((yield* execute(devAccount(4), echo(agentId, "hook me"))).status).toBe(200)
+      yield* dispatcher.dispatchDue
+
+      const queued = yield* families
+      expect(valueOf(queued, "marketplace_webhook_queue_depth")).toBe(1)
+      expect(valueOf(queued, "marketplace_webhook_queue_overdue")).toBe(1)
+      expect(valueOf(queued, "marketplace_webhook_dead_letters")).toBe(0)
+      expect(valueOf(queued, "marketplace_db_metrics_up")).toBe(1)
+      for (const state of ["reserved", "retrying"]) expect(valueOf(queued, "marketplace_settlement_backlog", { state })).toBe(0)
+      expect(valueOf(queued, "marketplace_settlement_backlog_oldest_seconds")).toBe(0)
+      for (const state of ["pending", "submitted"]) expect(valueOf(queued, "marketplace_refunds_pending", { state })).toBe(0)
+      // This scrape's own query holds a connection of the pool (10 in tests).
+      const connections = queued.get("marketplace_db_connections")?.metrics ?? []
+      expect(connections.reduce((n, m) => n + Number(m.value), 0)).toBeGreaterThanOrEqual(1)
+      expect(valueOf(queued, "marketplace_db_connections", { state: "active" })).toBeGreaterThanOrEqual(1)
+      expect(valueOf(queued, "marketplace_db_pool_max")).toBe(10)
+
+      yield* dispatcher.sendDue
+      expect(valueOf(yield* families, "marketplace_webhook_queue_depth")).toBe(0)
+
+      expect(valueOf(queued, "marketplace_circuits", { state: "open" })).toBe(0)
+      yield* sql`UPDATE agents SET circuit_state = 'open' WHERE id = ${agentId}`
+      const opened = yield* families
+      expect(valueOf(opened, "marketplace_circuits", { state: "open" })).toBe(1)
+      expect(valueOf(opened, "marketplace_circuits", { state: "half-open" })).toBe(0)
+      yield* sql`UPDATE agents SET circuit_state = 'closed' WHERE id = ${agentId}`
+    }))
+
+  it.scoped("on devnet without METRICS_TOKEN the scrape is open and answers Prometheus text", () =>
+    Effect.gen(function* () {
+      const r = yield* scrape()
+      expect(r.status).toBe(200)
+      expect(r.contentType).toBe("text/plain; version=0.0.4; charset=utf-8")
+      expect(r.text).toContain("# TYPE marketplace_http_requests_total counter")
+    }))
+})
+
+const METRICS_TOKEN = "metrics-token-for-tests-0123"
+
+layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_TOKEN }), { excludeTestServices: true })("metrics behind METRICS_TOKEN", (it) => {
+  it.scoped("without the bearer token or with a wrong one the scrape is refused with the envelope, and nothing is leaked", () =>
+    Effect.gen(function* () {
+      for (const headers of [{}, { authorization: "Bearer wrong-token-for-tests-0123" }, { authorization: METRICS_TOKEN }]) {
+        const r = yield* scrape(headers)
+        expect(r.status).toBe(401)
+        expect(JSON.parse(r.text)).toMatchObject({ success: false, error: { code: "METRICS_AUTH_REQUIRED" } })
+        expect(r.text).not.toContain("marketplace_")
+      }
+      const ok = yield* scrape({ authorization: `Bearer ${METRICS_TOKEN}` })
+      expect(ok.status).toBe(200)
+      expect(ok.text).toContain("marketplace_http_requests_total")
+    }))
+})
