@@ -10,7 +10,7 @@ import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { RefundsRepo } from "../refunds/Repo.js"
-import { Reputation } from "../reputation/Reputation.js"
+import { Outcomes } from "../reputation/Outcomes.js"
 import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
 import { type EscrowStatus, type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
@@ -56,7 +56,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const repo = yield* ExecutionsRepo
     const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const reputation = yield* Reputation
+    const outcomes = yield* Outcomes
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
 
@@ -114,14 +114,12 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               capabilityId: row.capabilityId,
               error: event.type === "AGENT_FAILED" ? event.error : event.type === "AGENT_DEADLINE" ? "the attempt died without a result" : row.error ?? "failed"
             }),
-        // Only root executions move reputation; chained sub-calls count for health only. Taken last: it locks the
-        // agent's row, which every concurrent execution of this agent needs too.
-        scoreOutcomes: ({ outcomes }, { row, later }) =>
-          Effect.sync(() => {
-            for (const success of outcomes) {
-              later(row.depth === 0 ? reputation.recordOutcome(row.agentId, row.id, success) : reputation.recordHealth(row.agentId, success))
-            }
-          }),
+        // Facts for the fold worker (no lock on the agent's row here): only root executions move reputation; chained
+        // sub-calls count for health and the counters only.
+        scoreOutcomes: ({ outcomes: scored }, { row, event }) =>
+          scored.length === 0
+            ? Effect.void
+            : Effect.asVoid(outcomes.statement(scored.map((success) => ({ agentId: row.agentId, executionId: row.id, scored: row.depth === 0, success, at: event.at })))),
         scheduleTimer: ({ event, at }, { schedule }) => schedule({ type: event, at }),
         cancelTimer: ({ event }, { cancel }) => cancel(event),
         releaseEscrow: (_, { row, event }) =>
@@ -236,5 +234,5 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     }
     return { spec } as const
   }),
-  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Reputation.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
+  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Outcomes.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
 }) {}
