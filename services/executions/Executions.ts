@@ -1,19 +1,20 @@
 // Paid executions, in the spec's order: everything checked before payment, the payment verified and held in escrow in
-// one statement, settlement and the agent call in parallel, both recorded in one transaction; retries and status views.
+// one statement, settlement and the agent call in parallel, both recorded in one transaction (finish.ts); retries and
+// status views.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
 import { holdsPayment, type PresentedPayment } from "../../layers/x402/credential.js"
 import { type PaymentRejected, sha256 } from "../../layers/x402/payment.js"
-import { executionMachine, executionStatus } from "../../machines/execution.js"
-import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
-import { actionsOf, startMachine } from "../../machines/step.js"
+import { executionMachine } from "../../machines/execution.js"
+import { MachineHost } from "../../machines/Host.js"
+import { startMachine } from "../../machines/step.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
 import { BadRequest, Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
-import { newEscrowId, newId, newTransactionId } from "../../src/domain/Ids.js"
-import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../../src/domain/Money.js"
+import { newId } from "../../src/domain/Ids.js"
+import { formatUsdc } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
 import { batch } from "../sql/Batch.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
@@ -31,7 +32,8 @@ import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
 import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { prepare } from "./prepare.js"
-import { ExecutionsRepo } from "./Repo.js"
+import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { finish } from "./finish.js"
 import * as View from "./View.js"
 
 /** Extra time past the agent timeout after which a running attempt with no recorded result is declared dead. */
@@ -88,6 +90,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const repo = yield* ExecutionsRepo
     const agentCall = yield* AgentCall
     const check = yield* prepare
+    const finishPaid = yield* finish
     const roots = yield* ChainRoots
     const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
@@ -226,28 +229,22 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         if ("_tag" in created) return created
 
         // A chain's root: its payment settles first, then the root agent is called with its token (Root.ts). Otherwise
-        // settle on chain and call the agent at the same time, then record both in one transaction; the machine releases
-        // the output only once both are in. A crash in between is finished by the recovery workers and the deadline timers.
+        // settlement and the agent call at the same time, recorded together (finish.ts).
+        const requirements = priced.accepts[0]!
         const work = Option.match(chain, {
           onSome: (plan) =>
-            roots.run(plan, { requestId, paymentId: created.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input, startedAt: new Date(now) }),
-          onNone: () =>
-            Effect.gen(function* () {
-              const [settlement, outcome] = yield* Effect.all(
-                [payments.settleOnChain(created.paymentId, verified, priced.accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
-                { concurrency: "unbounded" }
-              )
-              yield* sql.withTransaction(Effect.zipRight(host.deliver("execution", requestId, outcome.event), payments.recordIn(created.paymentId, settlement)))
-              yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-            })
-        }).pipe(Effect.catchAllCause((cause) => Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause)))
+            Effect.as(roots.run(plan, { requestId, paymentId: created.paymentId, payment: verified, requirements, agent, capability, input: req.input, startedAt: new Date(now) }), Option.none<ExecutionRow>()),
+          onNone: () => finishPaid({ requestId, paymentId: created.paymentId, payment: verified, requirements, agent, capability, input: req.input })
+        }).pipe(Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause), Option.none<ExecutionRow>())))
         const fiber = yield* Effect.forkIn(work, scope)
         const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
         if (ctx.async || callbackUrl !== undefined) {
           return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
         }
-        yield* Fiber.join(fiber)
-        const row = Option.getOrThrow(yield* load(requestId))
+        // The row as the final transaction left it when it settled the payment; otherwise read back.
+        const finished = yield* Fiber.join(fiber)
+        const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
         const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
         const view = View.forClient(row, true)
         const answered = Option.isNone(chain)
