@@ -10,6 +10,7 @@ import type { DisputeEvent } from "./dispute.js"
 import type { ExecutionEvent } from "./execution.js"
 import type { SettlementEvent } from "./settlement.js"
 import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
+import * as UnitOfWork from "../services/sql/UnitOfWork.js"
 import type { TreasuryTxEvent } from "./treasuryTx.js"
 import type { DeliveryEvent } from "./webhookDelivery.js"
 import type { WithdrawalEvent } from "./withdrawal.js"
@@ -78,6 +79,11 @@ export interface MachineSpec<M extends AnyStateMachine, Row, P extends ActionOf<
   }
   /** Writes the new snapshot and the columns the step changes. */
   readonly save: (id: string, row: Row, step: Step<M>, event: EventFromLogic<M>) => Effect.Effect<void, SqlError.SqlError>
+  /**
+   * The row as a step leaves it. With it, a second event to the same actor in the same unit-of-work transaction
+   * (services/sql/UnitOfWork.ts) steps from this row instead of locking and reading it again.
+   */
+  readonly next?: (row: Row, step: Step<M>, event: EventFromLogic<M>) => Row
   /** Decodes a stored timer event (none when it is not one of this machine's timer events). */
   readonly timerEvent: (stored: unknown) => Option.Option<EventFromLogic<M>>
   /** What the history keeps of an event (large payloads such as outputs stay on the row). */
@@ -135,6 +141,9 @@ export const scheduleStatement = (
 const cancelStatement = (sql: SqlClient.SqlClient, machine: MachineKind, actorId: string, eventType: string) =>
   sql`DELETE FROM machine_timers WHERE machine = ${machine} AND actor_id = ${actorId} AND event_type = ${eventType} AND fired_at IS NULL`
 
+/** Timer and history writes of a step: batched in a unit-of-work transaction, run at once otherwise. */
+const timerKey = (machine: MachineKind, actorId: string, eventType: string) => `${machine}\u0000${actorId}\u0000${eventType}`
+
 /** Closes a spec over its types: lock → step → actions → save → history (→ later effects). */
 export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["type"]>(
   sql: SqlClient.SqlClient,
@@ -143,9 +152,13 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
 ): Runner<EventFromLogic<M>> => {
   const handlers: Partial<Record<string, Handler<unknown, ActionContext<M, Row>>>> = spec.actions
   const pure = new Set<string>(spec.pure)
+  /** Rows this kind's steps left, per open unit-of-work transaction (locked by the first step there). */
+  const stepped = new WeakMap<UnitOfWork.Unit, Map<string, Row>>()
   const deliver = (id: string, event: EventFromLogic<M>, deliverAny: Deliver) =>
     Effect.gen(function* () {
-      const found = yield* spec.lock(id)
+      const unit = Option.getOrUndefined(yield* UnitOfWork.current)
+      const known = unit === undefined ? undefined : stepped.get(unit)?.get(id)
+      const found = known === undefined ? yield* spec.lock(id) : Option.some(known)
       if (Option.isNone(found)) return Option.none<Delivered>()
       const row = found.value
       const step = stepMachine(spec.machine, spec.snapshot(row), event)
@@ -157,8 +170,8 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
         event,
         step,
         deliver: deliverAny,
-        schedule: (timer) => Effect.asVoid(scheduleStatement(sql, kind, id, timer)),
-        cancel: (eventType) => Effect.asVoid(cancelStatement(sql, kind, id, eventType)),
+        schedule: (timer) => UnitOfWork.keyed(sql, "machine_timers", timerKey(kind, id, timer.type), scheduleStatement(sql, kind, id, timer)),
+        cancel: (eventType) => UnitOfWork.keyed(sql, "machine_timers", timerKey(kind, id, eventType), cancelStatement(sql, kind, id, eventType)),
         later: (effect) => void later.push(effect)
       }
       for (const action of step.actions) {
@@ -167,15 +180,20 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
         else if (!pure.has(action.type)) return yield* Effect.dieMessage(`${kind} machine: no handler for action ${action.type}`)
       }
       yield* spec.save(id, row, step, event)
+      if (unit !== undefined && spec.next !== undefined) {
+        const rows = stepped.get(unit) ?? new Map<string, Row>()
+        rows.set(id, spec.next(row, step, event))
+        stepped.set(unit, rows)
+      }
       const at = "at" in event && typeof event.at === "number" ? event.at : yield* Clock.currentTimeMillis
-      yield* historyStatement(sql, [{
+      yield* UnitOfWork.append(sql, ["machine_transitions"], historyStatement(sql, [{
         machine: kind,
         actorId: id,
         event: spec.historyEvent === undefined ? event : spec.historyEvent(event),
         from: step.from,
         to: step.state,
         at
-      }])
+      }]))
       yield* Effect.all(later, { discard: true })
       return Option.some<Delivered>({ from: step.from, state: step.state, changed: true })
     }).pipe(Effect.withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))

@@ -42,6 +42,7 @@ import { Withdrawals } from "../services/withdrawals/Withdrawals.js"
 import { History } from "../services/ledger/History.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
+import { Outcomes, OutcomesFoldLive } from "../services/reputation/Outcomes.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
@@ -72,6 +73,7 @@ const WorkersLive = Layer.unwrapEffect(
         TreasuryWorkerLive,
         ReconciliationWorkerLive,
         HealthProbesLive,
+        OutcomesFoldLive,
         RateLimitPruneLive,
         UsedSignaturesPruneLive,
         WebhooksWorkerLive
@@ -119,6 +121,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Reconciliation.Default,
         Circuits.Default,
         Reputation.Default,
+        Outcomes.Default,
         RateLimits.Default,
         Ledger.Default,
         MachineHost.Default,

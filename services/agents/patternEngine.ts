@@ -144,7 +144,8 @@ export interface PatternEngine {
 }
 
 export const makePatternEngine = (): PatternEngine => {
-  let Engine = loadRE2()
+  // Loaded on first use (≈ 8 MiB of WASM a process without `pattern`s never needs).
+  let Engine: typeof RE2 | undefined
   /**
    * re2-wasm's heap is a fixed 16 MiB and an RE2 object's DFA cache may grow to ~8 MiB: a few heavy patterns can fill it,
    * and then the module aborts for good. Objects are freed explicitly, recompiled now and then, and an abort loads a
@@ -174,6 +175,7 @@ export const makePatternEngine = (): PatternEngine => {
     drop(source)
     const oldest = compiled.size >= CACHED_PATTERNS ? compiled.keys().next() : undefined
     if (oldest !== undefined && oldest.done !== true) drop(oldest.value)
+    Engine ??= loadRE2()
     const entry = { re: new Engine(source, "u"), chars: 0 }
     compiled.set(source, entry)
     return entry

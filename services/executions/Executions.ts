@@ -1,19 +1,19 @@
 // Paid executions, in the spec's order: everything checked before payment, the payment verified and held in escrow in
-// one statement, settlement and the agent call in parallel, both recorded in one transaction; retries and status views.
+// one statement, settlement and the agent call in parallel, both recorded in one transaction (finish.ts); retries and
+// status views.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
 import { holdsPayment, type PresentedPayment } from "../../layers/x402/credential.js"
 import { type PaymentRejected, sha256 } from "../../layers/x402/payment.js"
-import { executionMachine, executionStatus } from "../../machines/execution.js"
-import { historyStatement, MachineHost, scheduleStatement } from "../../machines/Host.js"
-import { actionsOf, startMachine } from "../../machines/step.js"
-import type { AgentRecord } from "../../src/domain/Agent.js"
-import { BadRequest, Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
+import { executionMachine } from "../../machines/execution.js"
+import { MachineHost } from "../../machines/Host.js"
+import { startMachine } from "../../machines/step.js"
+import { BadRequest, Conflict, NotFound, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
-import { newEscrowId, newId, newTransactionId } from "../../src/domain/Ids.js"
-import { EXECUTION_PLATFORM_FEE, formatUsdc, splitAgentFee } from "../../src/domain/Money.js"
+import { newId } from "../../src/domain/Ids.js"
+import { formatUsdc } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
 import { batch } from "../sql/Batch.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
@@ -23,7 +23,7 @@ import { Outbox } from "../outbox/Outbox.js"
 import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
 import { RateLimits } from "./RateLimits.js"
-import { isUniqueViolation } from "../sql/SqlErrors.js"
+import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
@@ -31,20 +31,13 @@ import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
 import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { prepare } from "./prepare.js"
-import { ExecutionsRepo } from "./Repo.js"
+import { retrying } from "./retry.js"
+import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { finish } from "./finish.js"
 import * as View from "./View.js"
 
 /** Extra time past the agent timeout after which a running attempt with no recorded result is declared dead. */
 const DEADLINE_GRACE_MS = 60_000
-
-/** Database and ledger-invariant failures are bugs or outages, not answers: they surface as 500s (and are logged). */
-const infrastructureAsDefect = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.catchIf(
-    effect,
-    (error): error is Extract<E, { readonly _tag: "SqlError" }> =>
-      typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError",
-    Effect.die
-  )
 
 export interface ExecuteContext {
   /** The payment as presented (x402 v1 or v2 header, or a decoded v2 payload from MCP). */
@@ -76,24 +69,22 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
   scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    const agents = yield* Agents
     const paywall = yield* Paywall
     const payments = yield* Payments
     const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const host = yield* MachineHost
-    const circuits = yield* Circuits
     const rateLimits = yield* RateLimits
     const callbacks = yield* ExecutionCallbacks
     const repo = yield* ExecutionsRepo
-    const agentCall = yield* AgentCall
     const check = yield* prepare
+    // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
+    const scope = yield* Effect.scope
+    const retry = yield* retrying(scope)
+    const finishPaid = yield* finish
     const roots = yield* ChainRoots
     const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
     const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
-    // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
-    const scope = yield* Effect.scope
 
     const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
@@ -226,35 +217,29 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         if ("_tag" in created) return created
 
         // A chain's root: its payment settles first, then the root agent is called with its token (Root.ts). Otherwise
-        // settle on chain and call the agent at the same time, then record both in one transaction; the machine releases
-        // the output only once both are in. A crash in between is finished by the recovery workers and the deadline timers.
+        // settlement and the agent call at the same time, recorded together (finish.ts).
+        const requirements = priced.accepts[0]!
         const work = Option.match(chain, {
           onSome: (plan) =>
-            roots.run(plan, { requestId, paymentId: created.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input, startedAt: new Date(now) }),
-          onNone: () =>
-            Effect.gen(function* () {
-              const [settlement, outcome] = yield* Effect.all(
-                [payments.settleOnChain(created.paymentId, verified, priced.accepts[0]!), agentCall.call({ id: requestId, input: req.input }, agent, capability)],
-                { concurrency: "unbounded" }
-              )
-              yield* sql.withTransaction(Effect.zipRight(host.deliver("execution", requestId, outcome.event), payments.recordIn(created.paymentId, settlement)))
-              yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-            })
-        }).pipe(Effect.catchAllCause((cause) => Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause)))
+            Effect.as(roots.run(plan, { requestId, paymentId: created.paymentId, payment: verified, requirements, agent, capability, input: req.input, startedAt: new Date(now) }), Option.none<ExecutionRow>()),
+          onNone: () => finishPaid({ requestId, paymentId: created.paymentId, payment: verified, requirements, agent, capability, input: req.input })
+        }).pipe(Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause), Option.none<ExecutionRow>())))
         const fiber = yield* Effect.forkIn(work, scope)
         const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
         if (ctx.async || callbackUrl !== undefined) {
           return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
         }
-        yield* Fiber.join(fiber)
-        const row = Option.getOrThrow(yield* load(requestId))
+        // The row as the final transaction left it when it settled the payment; otherwise read back.
+        const finished = yield* Fiber.join(fiber)
+        const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
         const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
         const view = View.forClient(row, true)
         const answered = Option.isNone(chain)
           ? view
           : { ...view, transactionId: row.transactionId, chain: (yield* roots.rootToken(chain.value, { requestId, agentId: agent.id, payer: verified.payer, startedAt: new Date(now) })).info }
         return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
-      }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.execute"))
+      }).pipe(sqlErrorsAsDefects, Effect.withSpan("Executions.execute"))
 
     /** Status for anyone; output and cost only for the holder of the original payment header (either version's header). */
     const status = (id: string, proofs: ReadonlyArray<string>) =>
@@ -266,40 +251,6 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const callback = reveal && row.value.callbackUrl !== null ? yield* Effect.orDie(callbacks.status(id)) : Option.none()
         return Option.match(callback, { onNone: () => view, onSome: (c): ExecutionView => ({ ...view, callback: c }) })
       })
-
-    /** Re-runs a failed or timed-out execution on its original payment (authorised by the same payment header). */
-    const retry = (id: string, proofs: ReadonlyArray<string>) =>
-      Effect.gen(function* () {
-        const found = yield* load(id)
-        if (Option.isNone(found)) return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${id}` })
-        const row = found.value
-        if (!holdsPayment(proofs, row.headerSha256)) {
-          return yield* new Forbidden({ code: "RETRY_NOT_AUTHORIZED", message: "send the payment header of the original execution (its X-PAYMENT-USED value)" })
-        }
-        const record = yield* agents.loadRecord(row.agentId as AgentRecord["id"])
-        const agent = Option.getOrUndefined(record)
-        const capability = agent?.capabilities.find((c) => c.id === row.capabilityId)
-        if (agent === undefined || agent.status !== "active" || capability === undefined) {
-          return yield* new NotFound({ code: "AGENT_NOT_FOUND", message: "the agent or its capability is no longer available; the payment is refunded when the retry window closes" })
-        }
-        yield* circuits.check(agent)
-        const at = yield* Clock.currentTimeMillis
-        const accepted = yield* host.deliverNow("execution", id, { type: "RETRY", at })
-        if (Option.isNone(accepted) || !accepted.value.changed) {
-          return yield* new Conflict({
-            code: "EXECUTION_NOT_RETRYABLE",
-            message: "only a failed or timed-out execution can be retried, within its retry window",
-            details: { status: row.status, ...(row.retryUntil === null ? {} : { retryUntil: row.retryUntil.toISOString() }) }
-          })
-        }
-        const attempt = Effect.gen(function* () {
-          const outcome = yield* agentCall.call(row, agent, capability)
-          yield* host.deliverNow("execution", row.id, outcome.event)
-          yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-        }).pipe(Effect.catchAllCause((cause) => Effect.logError(`retry of ${id} failed`, cause)))
-        yield* Fiber.join(yield* Effect.forkIn(attempt, scope))
-        return View.forClient(Option.getOrThrow(yield* load(id)), true)
-      }).pipe(infrastructureAsDefect, Effect.withSpan("Executions.retry"))
 
     return { execute, status, retry } as const
   }),

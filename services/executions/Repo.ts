@@ -1,6 +1,7 @@
 // Executions in PostgreSQL: the row schema (with its payment, escrow and refund), loads and idempotency look-ups.
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, type ParseResult, Schema } from "effect"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 
 export const ExecutionRow = Schema.Struct({
   id: Schema.String,
@@ -44,43 +45,47 @@ export const ExecutionRow = Schema.Struct({
   agentStatus: Schema.String
 })
 export type ExecutionRow = typeof ExecutionRow.Type
+/** The row as its machine locks it: with the agent's outstanding debt (null when it owes nothing, as nearly all never do). */
+export const LockedExecution = Schema.extend(ExecutionRow, Schema.Struct({ agentDebt: Schema.NullOr(Schema.BigInt) }))
+export type LockedExecution = typeof LockedExecution.Type
 export type EscrowStatus = "released" | "refunding" | "refunded" | "void" | "disputed" | "returned"
 const decodeRow = Schema.decodeUnknown(ExecutionRow)
+const decodeLocked = Schema.decodeUnknown(LockedExecution)
 
 export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions/ExecutionsRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
-    const select = (id: string, lock: boolean) =>
+    const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
       sql`
         SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.header_sha256,
                s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status
+               ${lock ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}
         FROM executions e
         JOIN payments p ON p.id = e.payment_id
         JOIN agents a ON a.id = e.agent_id
         JOIN escrows s ON s.execution_id = e.id
         LEFT JOIN refunds r ON r.execution_id = e.id
         WHERE e.id = ${id} ${lock ? sql`FOR UPDATE OF e` : sql``}`.pipe(
-        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeRow(rows[0]), Option.some))),
+        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decode(rows[0]), Option.some))),
         Effect.catchTag("ParseError", Effect.die)
       )
 
     /** The execution with its payment, escrow and refund. */
-    const find = (id: string) => select(id, false)
-    /** The same, locking the execution row in the caller's transaction. */
-    const lock = (id: string) => select(id, true)
+    const find = (id: string) => select(id, false, decodeRow)
+    /** The same, locking the execution row in the caller's transaction, with the agent's debt (not locked). */
+    const lock = (id: string) => select(id, true, decodeLocked)
 
     const findIdempotent = (payer: string, key: string) =>
       sql<{ id: string; requestHash: string }>`SELECT id, request_hash FROM executions WHERE payer = ${payer} AND idempotency_key = ${key}`.pipe(
         Effect.map((rows) => Option.fromNullable(rows[0]))
       )
 
-    /** The escrow's status after a movement. */
+    /** The escrow's status after a movement (batched in a unit of work). */
     const setEscrow = (escrowId: string, status: EscrowStatus, at: number) =>
-      sql`UPDATE escrows SET status = ${status}, updated_at = ${new Date(at)}${status === "released" ? sql`, released_at = ${new Date(at)}` : sql``}
-          WHERE id = ${escrowId}`.pipe(Effect.asVoid)
+      UnitOfWork.update(sql, "escrows", escrowId, { status, updatedAt: new Date(at), ...(status === "released" ? { releasedAt: new Date(at) } : {}) })
 
-    const setReleaseAt = (escrowId: string, at: number) => sql`UPDATE escrows SET release_at = ${new Date(at)} WHERE id = ${escrowId}`.pipe(Effect.asVoid)
+    const setReleaseAt = (escrowId: string, at: number) => UnitOfWork.update(sql, "escrows", escrowId, { releaseAt: new Date(at) })
 
     return { find, lock, findIdempotent, setEscrow, setReleaseAt } as const
   })

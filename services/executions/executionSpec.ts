@@ -10,9 +10,10 @@ import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { RefundsRepo } from "../refunds/Repo.js"
-import { Reputation } from "../reputation/Reputation.js"
+import { Outcomes } from "../reputation/Outcomes.js"
 import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
-import { type EscrowStatus, type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { type EscrowStatus, type ExecutionRow, ExecutionsRepo, type LockedExecution } from "./Repo.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
@@ -48,9 +49,25 @@ const columnsOf = (step: Step<typeof executionMachine>, event: ExecutionEvent) =
   }
 }
 
+/** The execution as a step leaves it (escrow and refund columns as they were locked: no step reads them back). */
+const nextRow = (row: LockedExecution, step: Step<typeof executionMachine>, event: ExecutionEvent): LockedExecution => ({
+  ...row,
+  ...columnsOf(step, event),
+  ...(event.type === "AGENT_SUCCEEDED" ? { output: event.output ?? null } : {}),
+  machineSnapshot: step.persisted,
+  settlementState: event.type === "PAYMENT_SETTLED" ? "settled" : event.type === "PAYMENT_FAILED" ? "failed" : row.settlementState
+})
+
+/** Rows the steps of an open unit-of-work transaction left (for the caller that needs the result: no reload). */
+const stepped = new WeakMap<UnitOfWork.Unit, Map<string, LockedExecution>>()
+
+/** The execution as the current unit-of-work transaction has stepped it so far (none outside one, or if not stepped). */
+export const steppedExecution = (id: string) =>
+  Effect.map(UnitOfWork.current, (unit) => Option.flatMap(unit, (u) => Option.fromNullable(stepped.get(u)?.get(id))))
+
 export type ExecutionSpec = MachineSpec<
   typeof executionMachine,
-  ExecutionRow,
+  LockedExecution,
   "openRetryWindow" | "startAttempt" | "markSettled" | "markPaymentFailed" | "queueScore" | "clearScores"
 >
 
@@ -60,7 +77,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const repo = yield* ExecutionsRepo
     const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const reputation = yield* Reputation
+    const outcomes = yield* Outcomes
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
 
@@ -87,14 +104,19 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         (rows) => BigInt(rows[0]?.balance ?? "0")
       )
 
+    /**
+     * escrow.released with the agent's new available balance, read in the event's own statement under the account row's
+     * lock (the latest committed balance, not the statement's snapshot) plus what the not yet flushed writes of this
+     * transaction add to it: no separate read on the request path.
+     */
     const announceRelease = (row: ExecutionRow, amount: bigint) =>
       Effect.gen(function* () {
-        const available = yield* ledger.balance(Accounts.agentAvailable(row.agentId))
-        yield* outbox.emit("escrow.released", row.agentId, {
-          transactionId: row.transactionId,
-          amount: formatUsdc(amount),
-          newAvailableBalance: formatUsdc(-available)
-        })
+        const account = Accounts.agentAvailable(row.agentId)
+        const pending = yield* UnitOfWork.pendingSum(account)
+        yield* outbox.emitComputed("escrow.released", row.agentId, { transactionId: row.transactionId, amount: formatUsdc(amount) }, [[
+          "newAvailableBalance",
+          sql`((-(coalesce((SELECT balance FROM ledger_accounts WHERE id = ${account} FOR UPDATE), 0) + ${pending.toString()}::bigint))::numeric / 1000000)::numeric(30, 6)::text`
+        ]])
       })
 
     const spec: ExecutionSpec = {
@@ -118,20 +140,19 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               capabilityId: row.capabilityId,
               error: event.type === "AGENT_FAILED" ? event.error : event.type === "AGENT_DEADLINE" ? "the attempt died without a result" : row.error ?? "failed"
             }),
-        // Only root executions move reputation; chained sub-calls count for health only. Taken last: it locks the
-        // agent's row, which every concurrent execution of this agent needs too.
-        scoreOutcomes: ({ outcomes }, { row, later }) =>
-          Effect.sync(() => {
-            for (const success of outcomes) {
-              later(row.depth === 0 ? reputation.recordOutcome(row.agentId, row.id, success) : reputation.recordHealth(row.agentId, success))
-            }
-          }),
+        // Facts for the fold worker (no lock on the agent's row here): only root executions move reputation; chained
+        // sub-calls count for health and the counters only.
+        scoreOutcomes: ({ outcomes: scored }, { row, event }) =>
+          scored.length === 0
+            ? Effect.void
+            : UnitOfWork.append(sql, ["agent_outcomes"], outcomes.statement(scored.map((success) => ({ agentId: row.agentId, executionId: row.id, scored: row.depth === 0, success, at: event.at })))),
         scheduleTimer: ({ event, at }, { schedule }) => schedule({ type: event, at }),
         cancelTimer: ({ event }, { cancel }) => cancel(event),
         releaseEscrow: (_, { row, event }) =>
           Effect.gen(function* () {
-            // An agent that owes a debt (disputed earnings it had withdrawn) repays it from these earnings first.
-            const debt = yield* owedBy(row.agentId)
+            // An agent that owes a debt (disputed earnings it had withdrawn) repays it from these earnings first (read
+            // again under the debt row's lock, so concurrent releases never repay more than is owed).
+            const debt = row.agentDebt === null ? 0n : yield* owedBy(row.agentId)
             yield* moveEscrow(row, "escrow_release", "released", event.at, [
               { debit: Accounts.escrow, credit: Accounts.platformRevenue, amount: row.platformFee + row.platformCut },
               ...releaseWithDebt(row.agentId, row.agentEarnings, debt)
@@ -225,12 +246,18 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         Effect.gen(function* () {
           const columns = columnsOf(step, event)
           const output = event.type === "AGENT_SUCCEEDED" ? { output: event.output ?? null } : {}
-          yield* sql`UPDATE executions SET ${sql.update({
+          yield* UnitOfWork.update(sql, "executions", id, {
             ...columns,
             ...(event.type === "AGENT_SUCCEEDED" ? { output: JSON.stringify(event.output ?? null) } : {}),
             machineSnapshot: JSON.stringify(step.persisted),
             updatedAt: new Date(event.at)
-          })} WHERE id = ${id}`
+          })
+          const unit = yield* UnitOfWork.current
+          if (Option.isSome(unit)) {
+            const rows = stepped.get(unit.value) ?? new Map<string, LockedExecution>()
+            rows.set(id, nextRow(row, step, event))
+            stepped.set(unit.value, rows)
+          }
           const context: ExecutionContext = step.snapshot.context
           if (step.state === "completed.held" && context.releaseAt !== null) yield* repo.setReleaseAt(row.escrowId, context.releaseAt)
           if (row.callbackUrl !== null && step.from !== step.state && CALLBACK_STATES.has(step.state)) {
@@ -238,10 +265,11 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
             yield* callbacks.ready(id, columns.status === "completed" ? "execution.completed" : "execution.failed", forCallback(next))
           }
         }),
+      next: nextRow,
       timerEvent: (stored) => Option.getRight(Schema.decodeUnknownEither(TimerEvent)(stored)),
       historyEvent: (event) => (event.type === "AGENT_SUCCEEDED" ? { type: event.type, at: event.at, releaseDelayMs: event.releaseDelayMs, durationMs: event.durationMs } : event)
     }
     return { spec } as const
   }),
-  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Reputation.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
+  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Outcomes.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
 }) {}

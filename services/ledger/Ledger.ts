@@ -2,7 +2,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Data, Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
-import { batch } from "../sql/Batch.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 
 /** Fixed platform accounts (see migrations/0001_init.sql). */
 export const Accounts = {
@@ -80,11 +80,19 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         }
       })
 
-    /** Records one balanced transfer in one statement. Must run inside the transaction of the state change it belongs to. */
+    /**
+     * Records one balanced transfer in one statement (or in the unit of work's next batch). Must run inside the
+     * transaction of the state change it belongs to.
+     */
     const transfer = (input: TransferInput): Effect.Effect<string, SqlError.SqlError | LedgerInvariantError> =>
       Effect.gen(function* () {
         const { id, statements } = yield* transferStatements(input)
-        yield* batch(sql, statements)
+        yield* UnitOfWork.append(sql, ["ledger_transfers", "ledger_entries"], ...statements)
+        // What the batch will add to agents' balances (kept on their account rows by a trigger), for a batched read.
+        for (const m of input.movements) {
+          if (m.debit.startsWith("agent:")) yield* UnitOfWork.addPending(m.debit, m.amount)
+          if (m.credit.startsWith("agent:")) yield* UnitOfWork.addPending(m.credit, -m.amount)
+        }
         return id
       }).pipe(Effect.withSpan("Ledger.transfer", { attributes: { kind: input.kind } }))
 

@@ -1,7 +1,8 @@
 // The event outbox: every domain event is written in the same transaction as the change that caused it.
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 
 export type EventType =
   | "agent.registered"
@@ -37,8 +38,20 @@ export class Outbox extends Effect.Service<Outbox>()("Outbox", {
         agentId,
         payload: JSON.stringify(payload)
       })}`
+    /** Appends an event in the caller's transaction (batched with its other writes in a unit of work). */
     const emit = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
-      emitStatement(eventType, agentId, payload).pipe(Effect.asVoid, Effect.withSpan("Outbox.emit", { attributes: { eventType } }))
-    return { emit, emitStatement } as const
+      UnitOfWork.append(sql, ["outbox_events"], emitStatement(eventType, agentId, payload))
+    /** An event some of whose payload values are SQL expressions, evaluated in its own statement (batched like `emit`). */
+    const emitComputed = (
+      eventType: EventType,
+      agentId: string | null,
+      payload: Record<string, unknown>,
+      computed: ReadonlyArray<readonly [string, Statement.Fragment]>
+    ) =>
+      UnitOfWork.append(sql, ["outbox_events"], sql`
+        INSERT INTO outbox_events (id, event_type, agent_id, payload)
+        SELECT ${newId("evt")}::text, ${eventType}::text, ${agentId}::uuid,
+               ${JSON.stringify(payload)}::jsonb || jsonb_build_object(${sql.join(", ", false)(computed.flatMap(([key, value]) => [sql`${key}::text`, value]))})`)
+    return { emit, emitComputed, emitStatement } as const
   })
 }) {}

@@ -1,4 +1,4 @@
-// Reputation (root executions: +1 success, -2 failure, 0-100) and health (EMA of outcomes and probes), with events per change.
+// Reputation moved by ratings (execution outcomes are folded by Outcomes.ts) and health moved by probes, with events per change.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { AgentProxy } from "../../layers/AgentProxy.js"
@@ -6,11 +6,8 @@ import { TrustTier } from "../../src/domain/Agent.js"
 import { newId } from "../../src/domain/Ids.js"
 import { earnedTier } from "../../src/domain/Trust.js"
 import { AgentCache } from "../agents/AgentCache.js"
-
-/** Weight of the newest outcome in the health EMA: health = α·outcome + (1-α)·health. */
-export const HEALTH_ALPHA = 0.1
-export const REPUTATION_SUCCESS = 1
-export const REPUTATION_FAILURE = -2
+import { HEALTH_ALPHA } from "./folding.js"
+import { Outcomes } from "./Outcomes.js"
 
 const Updated = Schema.Struct({
   before: Schema.Number,
@@ -26,50 +23,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const cache = yield* AgentCache
-
-    /**
-     * One root execution's outcome; call inside the transaction that records it. Updates score, health, counters and
-     * trust tier under the agent's row lock and writes the reputation event with the effective delta (clamped at 0/100).
-     */
-    const recordOutcome = (agentId: string, executionId: string, success: boolean) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const delta = success ? REPUTATION_SUCCESS : REPUTATION_FAILURE
-        const rows = yield* sql`
-          WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${agentId} FOR NO KEY UPDATE)
-          UPDATE agents a SET
-            reputation_score = LEAST(100, GREATEST(0, a.reputation_score + ${delta}::int)),
-            health_score = ${HEALTH_ALPHA}::float8 * ${success ? 1 : 0}::float8 + ${1 - HEALTH_ALPHA}::float8 * a.health_score,
-            health_updated_at = ${new Date(now)},
-            completed_executions = a.completed_executions + ${success ? 1 : 0}::int,
-            failed_executions = a.failed_executions + ${success ? 0 : 1}::int
-          FROM old WHERE a.id = old.id
-          RETURNING old.reputation_score AS before, a.reputation_score AS after, a.health_score, a.completed_executions,
-                    a.created_at, a.trust_tier, a.trust_tier_override`
-        if (rows[0] === undefined) return
-        const updated = yield* Effect.orDie(Schema.decodeUnknown(Updated)(rows[0]))
-        yield* sql`INSERT INTO reputation_events ${sql.insert({
-          id: newId("evt"),
-          agentId,
-          eventType: success ? "transaction_success" : "transaction_fail",
-          scoreDelta: updated.after - updated.before,
-          scoreAfter: updated.after,
-          details: success ? "execution completed" : "execution failed",
-          executionId,
-          createdAt: new Date(now)
-        })}`
-        const tier = earnedTier({ ...updated, reputationScore: updated.after }, now)
-        if (tier !== updated.trustTier) yield* sql`UPDATE agents SET trust_tier = ${tier} WHERE id = ${agentId}`
-        // Other processes converge within the cache TTL.
-        yield* cache.patch(agentId, (agent) => ({
-          ...agent,
-          reputationScore: updated.after,
-          healthScore: updated.healthScore,
-          healthUpdatedAt: new Date(now),
-          completedExecutions: updated.completedExecutions,
-          trustTier: tier
-        }))
-      }).pipe(Effect.withSpan("Reputation.recordOutcome"))
+    const outcomes = yield* Outcomes
 
     /**
      * A client's rating of a completed root execution: moves the score by `delta` (clamped at 0/100) under the agent's
@@ -79,6 +33,8 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
     const recordRating = (agentId: string, executionId: string, delta: number, details: string) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
+        // Outcomes recorded before the rating count before it (in the score and in the event history).
+        yield* outcomes.foldAgent(agentId)
         const [locked] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId} FOR NO KEY UPDATE`
         if (locked === undefined) return Option.none()
         const after = Math.min(100, Math.max(0, locked.reputationScore + delta))
@@ -114,28 +70,9 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         yield* cache.invalidateLocal(agentId)
       })
 
-    /**
-     * A chained sub-call's outcome (spec: recorded, but only root executions move reputation): health and the outcome
-     * counters only, under the agent's row lock, in the caller's transaction.
-     */
-    const recordHealth = (agentId: string, success: boolean) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const [updated] = yield* sql<{ healthScore: number }>`
-          UPDATE agents SET
-            health_score = ${HEALTH_ALPHA}::float8 * ${success ? 1 : 0}::float8 + ${1 - HEALTH_ALPHA}::float8 * health_score,
-            health_updated_at = ${new Date(now)},
-            completed_executions = completed_executions + ${success ? 1 : 0}::int,
-            failed_executions = failed_executions + ${success ? 0 : 1}::int
-          WHERE id = ${agentId}
-          RETURNING health_score`
-        if (updated === undefined) return
-        yield* cache.patch(agentId, (agent) => ({ ...agent, healthScore: updated.healthScore, healthUpdatedAt: new Date(now) }))
-      }).pipe(Effect.withSpan("Reputation.recordHealth"))
-
-    return { recordOutcome, recordHealth, recordRating, recordProbe } as const
+    return { recordRating, recordProbe } as const
   }),
-  dependencies: [AgentCache.Default]
+  dependencies: [AgentCache.Default, Outcomes.Default]
 }) {}
 
 const probeInterval = Config.integer("HEALTH_PROBE_INTERVAL_MS").pipe(Config.withDefault(60_000))

@@ -15,6 +15,7 @@ import { type ChainedResult, fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { echoCapability, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+import { foldOutcomes } from "../support/reputation.js"
 
 /** A webhook receiver on loopback that keeps the events it is sent (closed with the test's scope). */
 const chainEventReceiver = Effect.acquireRelease(
@@ -98,7 +99,8 @@ const chainOf = (key: string) => Effect.map(api(`/api/v1/chains/${key}`), (r) =>
 
 const usdc = (address: `0x${string}`) => Effect.promise(() => usdcBalance(address))
 
-const reputationOf = (agentId: string) => Effect.map(api(`/api/v1/agents/${agentId}`), (r) => r.body.data.reputation_score as number)
+const reputationOf = (agentId: string) =>
+  Effect.zipRight(foldOutcomes, Effect.map(api(`/api/v1/agents/${agentId}`), (r) => r.body.data.reputation_score as number))
 
 const eventsOf = (chainId: string) =>
   Effect.flatMap(TestEnv, ({ sql }) =>

@@ -11,6 +11,7 @@ import { call, devAccount, usdcBalance, walletAuth } from "../support/clients.js
 import { fakeAgent } from "../support/agents.js"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+import { foldOutcomes } from "../support/reputation.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice (0.0015 cut, 0.0085 to the agent)
 const HOUR = 60 * 60 * 1000
@@ -46,7 +47,8 @@ const openDispute = (clientId: string, transactionId: string, body: Record<strin
 
 const resolve = (id: string, json: Record<string, unknown>) => api(`/api/v1/operator/disputes/${id}/resolve`, { json, headers: operator })
 
-const reputationOf = (agentId: string) => Effect.map(api(`/api/v1/agents/${agentId}`), (r) => r.body.data.reputation_score as number)
+const reputationOf = (agentId: string) =>
+  Effect.zipRight(foldOutcomes, Effect.map(api(`/api/v1/agents/${agentId}`), (r) => r.body.data.reputation_score as number))
 
 const escrowStatus = (transactionId: string) => Effect.map(api(`/api/v1/payments/tx/${transactionId}`), (r) => r.body.data.escrow_status as string)
 

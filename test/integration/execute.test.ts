@@ -7,6 +7,7 @@ import { authorizationUsed, call, devAccount, signPayment, TREASURY, usdcBalance
 import { fakeAgent } from "../support/agents.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, registerAgent, ledgerMatchesChain } from "../support/scenario.js"
+import { foldOutcomes } from "../support/reputation.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice
 
@@ -64,10 +65,11 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(yield* sql`SELECT * FROM ledger_unbalanced_transfers`).toEqual([])
       // The dead-attempt deadline was dropped when the attempt finished: nothing is left to fire later.
       expect(yield* sql`SELECT 1 FROM machine_timers WHERE actor_id = ${response.body.data.requestId} AND fired_at IS NULL`).toEqual([])
-      // Reputation +1 and a healthy EMA after one success; one event row.
+      // Reputation +1 and a healthy EMA after one success (once the outcome is folded); one event row.
+      yield* foldOutcomes
       const [scores] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId}`
       expect(scores?.reputationScore).toBe(51)
-      // The read cache follows the new score at once (the hot path keeps the agent cached and patches it).
+      // The read cache follows the new score at once (the fold patches the cached agent).
       const read = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
       expect(read.body.data).toMatchObject({ reputation_score: 51, health_score: 1 })
       const events = yield* sql<{ eventType: string; scoreDelta: number }>`SELECT event_type, score_delta FROM reputation_events WHERE agent_id = ${agentId}`
@@ -158,6 +160,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       }
       const balance = yield* balanceOf(agentId)
       expect(balance.body.data).toMatchObject({ available: "0.000000", pending: "0.000000", escrow: { pendingCount: 5, pendingTotal: "0.055000" } })
+      yield* foldOutcomes
       const [scores] = yield* sql<{ reputationScore: number; healthScore: number }>`SELECT reputation_score, health_score FROM agents WHERE id = ${agentId}`
       expect(scores?.reputationScore).toBe(40)
       expect(scores?.healthScore).toBeCloseTo(0.9 ** 5, 6)

@@ -12,6 +12,7 @@ import { call, devAccount, publicClient, TREASURY, usdcBalance, walletFor } from
 import { fakeAgent } from "../support/agents.js"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+import { foldOutcomes } from "../support/reputation.js"
 
 const PRICE = 11_000n
 const transferEvent = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)")
@@ -176,6 +177,7 @@ layer(
       expect(tx?.state).toBe("reverted")
       // The agent worked and is paid (premium: released at once); reputation counted the paid call.
       expect((yield* balanceOf(agentId)).body.data).toMatchObject({ available: "0.008500" })
+      yield* foldOutcomes
       const [scored] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM reputation_events WHERE agent_id = ${agentId}`
       expect(scored?.n).toBe(1)
       expect(yield* ledgerMatchesChain).toBe(0n)

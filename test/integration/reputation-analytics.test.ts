@@ -10,6 +10,7 @@ import { call, devAccount, walletAuth } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, registerAgent } from "../support/scenario.js"
+import { foldOutcomes } from "../support/reputation.js"
 
 const today = (now: number) => new Date(now).toISOString().slice(0, 10)
 
@@ -56,7 +57,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
         const held = yield* run(b)
         expect(held.status).toBe(200)
 
-        // Reputation: 50 + 1 + 1 - 2 for A, 50 + 1 for B; events newest first.
+        // Reputation: 50 + 1 + 1 - 2 for A, 50 + 1 for B (once the outcomes are folded); events newest first.
+        yield* foldOutcomes
         const profile = yield* get(`/api/v1/reputation/${a}`)
         expect(profile.status).toBe(200)
         expect(profile.body.data).toMatchObject({ agentId: a, score: 50, tier: "good", status: "active", meta: { minScore: 0, maxScore: 100, defaultScore: 50 } })
@@ -180,6 +182,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
         yield* TestClock.adjust(600_000)
         yield* machines.fireDue
         yield* refunds.processDue
+        yield* foldOutcomes
         const [refunded] = yield* sql<{ status: string }>`SELECT status FROM executions WHERE id = ${failedId}`
         expect(refunded?.status).toBe("refunded")
         expect((yield* get(`/api/v1/reputation/${a}`)).body.data.score).toBe(52)

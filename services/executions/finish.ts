@@ -1,0 +1,61 @@
+// The end of a paid call: settle on chain and call the agent at the same time, then record both in one transaction
+// whose writes go as one batch (services/sql/UnitOfWork.ts); the machine releases the output only once both are in. A
+// crash in between is finished by the recovery workers and the deadline timers.
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
+import type { PaymentRequirements } from "../../layers/x402/requirements.js"
+import { MachineHost } from "../../machines/Host.js"
+import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
+import { Circuits } from "../circuits/Circuits.js"
+import { Payments, type Settlement } from "../payments/Payments.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
+import { AgentCall } from "./AgentCall.js"
+import { steppedExecution } from "./executionSpec.js"
+import type { ExecutionRow } from "./Repo.js"
+
+export interface PaidCall {
+  readonly requestId: string
+  readonly paymentId: string
+  readonly payment: VerifiedPayment
+  readonly requirements: PaymentRequirements
+  readonly agent: AgentRecord
+  readonly capability: Capability
+  readonly input: unknown
+}
+
+/**
+ * The execution as the transaction left it when that transaction settled its payment (the row the machine stepped,
+ * with the settlement's hash): what a reload would read. None otherwise (a failure or a pending settlement is rare and
+ * reloaded, so that the payment's own state is read rather than guessed).
+ */
+const settledRow = (row: Option.Option<ExecutionRow>, settlement: Settlement): Option.Option<ExecutionRow> =>
+  Option.flatMap(row, (r) => {
+    if (r.settlementState !== "settled") return Option.none()
+    if (r.settlementTxHash !== null) return Option.some(r)
+    return settlement.outcome._tag === "Settled" ? Option.some({ ...r, settlementTxHash: settlement.outcome.txHash }) : Option.none()
+  })
+
+export const finish = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const host = yield* MachineHost
+  const payments = yield* Payments
+  const agentCall = yield* AgentCall
+  const circuits = yield* Circuits
+  return (call: PaidCall) =>
+    Effect.gen(function* () {
+      const [settlement, outcome] = yield* Effect.all(
+        [payments.settleOnChain(call.paymentId, call.payment, call.requirements), agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)],
+        { concurrency: "unbounded" }
+      )
+      const after = yield* UnitOfWork.transaction(sql)(
+        Effect.gen(function* () {
+          yield* host.deliver("execution", call.requestId, outcome.event)
+          yield* payments.recordIn(call.paymentId, settlement)
+          return yield* steppedExecution(call.requestId)
+        })
+      )
+      yield* circuits.observe(call.agent.id, call.agent.circuitState, outcome.success)
+      return settledRow(after, settlement)
+    })
+})

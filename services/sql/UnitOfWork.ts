@@ -1,0 +1,180 @@
+// A transaction whose writes are gathered and sent as few statements as possible (one batch of data-modifying CTEs,
+// services/sql/Batch.ts), at commit or just before a statement that may read what they wrote.
+//
+// Inside `transaction`, code writes through `append`, `update`, `keyed` and `write` instead of running its statement:
+// - `append`: INSERTs of new rows (no ON CONFLICT): always batched;
+// - `update`: one row's columns by id; several updates of one row merge into one (a statement may not change a row twice);
+// - `keyed`: an upsert or delete of one key (a durable timer): the last one per key wins;
+// - `write`: anything else (a statement that reads the rows it changes): the pending writes to its tables go first.
+// Every other statement run in the transaction (reads, and writes of code that does not know about the unit) first
+// flushes the pending writes if its text names one of their tables, or a table their triggers change: read-your-writes
+// and statement order hold for code unaware of the unit. What it cannot see: a nested `sql.withTransaction` (savepoints
+// bypass statements) must not be used inside a unit, and a table read only through a function or view must be named in
+// `tables` of the writes that change it. An error of a batched write surfaces at the flush (as a defect when the flush
+// runs before another statement), and the whole transaction rolls back.
+import { type SqlClient, type SqlError, Statement } from "@effect/sql"
+import { Deferred, Effect, FiberId, FiberRef, Option } from "effect"
+import { batch } from "./Batch.js"
+
+/** The tables a trigger changes when a table is written (an insert into ledger_entries moves agents' balances). */
+const TRIGGERED: Readonly<Record<string, ReadonlyArray<string>>> = {
+  ledger_entries: ["ledger_accounts"]
+}
+
+interface Update {
+  readonly table: string
+  readonly id: string
+  columns: Record<string, unknown>
+}
+
+export class Unit {
+  /** Appends and writes, in order. */
+  statements: Array<Statement.Fragment> = []
+  readonly updates = new Map<string, Update>()
+  readonly keyed = new Map<string, Statement.Fragment>()
+  /** Tables the pending writes change (with what their triggers change). */
+  readonly tables = new Set<string>()
+  /** Tables with pending appends or writes (an update or keyed write of them must not be batched with those). */
+  readonly touched = new Set<string>()
+  /** Sums some writes add to rows, per key, since the last flush (e.g. an agent account's balance; see `pendingSum`). */
+  readonly sums = new Map<string, bigint>()
+  flushing: Deferred.Deferred<void> | null = null
+  closed = false
+  /** Statements sent by flushes (diagnostics and tests). */
+  flushes = 0
+
+  get empty() {
+    return this.statements.length === 0 && this.updates.size === 0 && this.keyed.size === 0
+  }
+
+  note(tables: ReadonlyArray<string>) {
+    for (const t of tables) {
+      this.tables.add(t)
+      for (const derived of TRIGGERED[t] ?? []) this.tables.add(derived)
+    }
+  }
+
+  /** Takes the pending writes as statements (the unit is empty afterwards). */
+  take(sql: SqlClient.SqlClient): ReadonlyArray<Statement.Fragment> {
+    const all = [
+      ...this.statements,
+      ...[...this.updates.values()].map((u) => sql`UPDATE ${sql(u.table)} SET ${sql.update(u.columns)} WHERE id = ${u.id}`),
+      ...this.keyed.values()
+    ]
+    this.statements = []
+    this.updates.clear()
+    this.keyed.clear()
+    this.tables.clear()
+    this.touched.clear()
+    this.sums.clear()
+    return all
+  }
+}
+
+const currentUnit = FiberRef.unsafeMake<Option.Option<Unit>>(Option.none())
+
+/** The unit of the transaction this fiber runs in, if it was started by `transaction` and is still open. */
+export const current: Effect.Effect<Option.Option<Unit>> = Effect.map(FiberRef.get(currentUnit), Option.filter((u) => !u.closed))
+
+/** Sends the pending writes as one statement (waiting for a flush another fiber of the transaction started). */
+const flush = (sql: SqlClient.SqlClient, unit: Unit): Effect.Effect<void, SqlError.SqlError> =>
+  Effect.suspend(() => {
+    if (unit.flushing !== null) return Effect.zipRight(Deferred.await(unit.flushing), flush(sql, unit))
+    if (unit.empty) return Effect.void
+    const statements = unit.take(sql)
+    const done = Deferred.unsafeMake<void>(FiberId.none)
+    unit.flushing = done
+    unit.flushes++
+    // Its own statement must not wait for itself.
+    return Statement.withTransformerDisabled(batch(sql, statements)).pipe(
+      Effect.asVoid,
+      Effect.ensuring(Effect.suspend(() => {
+        unit.flushing = null
+        return Deferred.succeed(done, undefined)
+      }))
+    )
+  })
+
+const mentions = (text: string, tables: ReadonlySet<string>) => {
+  for (const t of tables) if (text.includes(t)) return true
+  return false
+}
+
+/** Before any other statement of the unit's fiber: flush when it may read (or must follow) pending writes. */
+const transformer = (sql: SqlClient.SqlClient, unit: Unit): Statement.Statement.Transformer => (self) =>
+  Effect.suspend(() => {
+    if (unit.closed || (unit.empty && unit.flushing === null)) return Effect.succeed(self)
+    const [text] = self.compile()
+    if (unit.flushing === null && !mentions(text, unit.tables)) return Effect.succeed(self)
+    return flush(sql, unit).pipe(Effect.orDie, Effect.as(self))
+  })
+
+/** Runs `effect` in one transaction whose writes are batched; the pending ones are sent before COMMIT. */
+export const transaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
+  Effect.suspend(() => {
+    const unit = new Unit()
+    const body = Effect.zipLeft(effect, flush(sql, unit)).pipe(
+      Statement.withTransformer(transformer(sql, unit)),
+      Effect.locally(currentUnit, Option.some(unit)),
+      Effect.ensuring(Effect.sync(() => {
+        unit.closed = true
+      }))
+    )
+    return sql.withTransaction(body)
+  })
+
+/** Runs `fragments` now (as one batch), or in the unit's next batch: `tables` they change; `reads` when they read rows of those. */
+const enqueue = (sql: SqlClient.SqlClient, fragments: ReadonlyArray<Statement.Fragment>, tables: ReadonlyArray<string>, reads: boolean) =>
+  Effect.flatMap(current, (unit) => {
+    if (Option.isNone(unit)) return Effect.asVoid(batch(sql, fragments))
+    const u = unit.value
+    const conflicts = reads && tables.some((t) => u.tables.has(t))
+    return Effect.zipRight(conflicts ? flush(sql, u) : Effect.void, Effect.sync(() => {
+      u.statements.push(...fragments)
+      u.note(tables)
+      for (const t of tables) u.touched.add(t)
+    }))
+  })
+
+/**
+ * INSERTs of new rows (no ON CONFLICT, no reads) into `tables`: batched with anything. Outside a unit they run at once
+ * as one statement. A data-modifying WITH may not be nested: pass its statements, not a `batch` of them.
+ */
+export const append = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, ...fragments: ReadonlyArray<Statement.Fragment>) =>
+  enqueue(sql, fragments, tables, false)
+
+/** A statement that reads the rows it changes (UPDATE, DELETE, upsert) of `tables`: after the pending writes to them. */
+export const write = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, fragment: Statement.Fragment) => enqueue(sql, [fragment], tables, true)
+
+/** Sets some columns of the row `id` of `table` (merged with the unit's other updates of that row). */
+export const update = (sql: SqlClient.SqlClient, table: string, id: string, columns: Record<string, unknown>) =>
+  Effect.flatMap(current, (unit) => {
+    if (Option.isNone(unit)) return Effect.asVoid(sql`UPDATE ${sql(table)} SET ${sql.update(columns)} WHERE id = ${id}`)
+    const u = unit.value
+    return Effect.zipRight(u.touched.has(table) ? flush(sql, u) : Effect.void, Effect.sync(() => {
+      const key = `${table}\u0000${id}`
+      const pending = u.updates.get(key)
+      if (pending === undefined) u.updates.set(key, { table, id, columns: { ...columns } })
+      else pending.columns = { ...pending.columns, ...columns }
+      u.note([table])
+    }))
+  })
+
+/** The write that decides `key` of `table` (an upsert or a delete of one row); a later one for the same key replaces it. */
+export const keyed = (sql: SqlClient.SqlClient, table: string, key: string, fragment: Statement.Fragment) =>
+  Effect.flatMap(current, (unit) => {
+    if (Option.isNone(unit)) return Effect.asVoid(sql`${fragment}`)
+    const u = unit.value
+    return Effect.zipRight(u.touched.has(table) ? flush(sql, u) : Effect.void, Effect.sync(() => {
+      u.keyed.delete(key)
+      u.keyed.set(key, fragment)
+      u.note([table])
+    }))
+  })
+
+/** Adds to a sum kept per key until the next flush (what pending writes add to a row a later batched write reads). */
+export const addPending = (key: string, amount: bigint) =>
+  Effect.map(current, Option.map((u) => void u.sums.set(key, (u.sums.get(key) ?? 0n) + amount)))
+
+/** What pending writes add to `key` (0 outside a unit, or once they were flushed). */
+export const pendingSum = (key: string) => Effect.map(current, (u) => (Option.isSome(u) ? u.value.sums.get(key) ?? 0n : 0n))
