@@ -100,19 +100,19 @@ export type Runners = { readonly [K in MachineKind]: Runner<MachineEvents[K]> }
 /** The runners of every kind, built at the composition root. */
 export class MachineRunners extends Context.Tag("machines/MachineRunners")<MachineRunners, Runners>() {}
 
-/** The history rows of some transitions and the timer statements, shared by the host and batched creation. */
-export const historyStatement = (
-  sql: SqlClient.SqlClient,
-  entries: ReadonlyArray<{
-    readonly machine: MachineKind
-    readonly actorId: string
-    readonly event: { readonly type: string }
-    readonly from: string | null
-    readonly to: string
-    readonly at: number
-  }>
-) =>
-  sql`INSERT INTO machine_transitions ${sql.insert(entries.map((e) => ({
+/** One transition's history row. */
+export interface HistoryEntry {
+  readonly machine: MachineKind
+  readonly actorId: string
+  readonly event: { readonly type: string }
+  readonly from: string | null
+  readonly to: string
+  readonly at: number
+}
+
+/** The `machine_transitions` rows of some transitions (shared by the host and batched creation). */
+export const historyRows = (entries: ReadonlyArray<HistoryEntry>) =>
+  entries.map((e) => ({
     machine: e.machine,
     actorId: e.actorId,
     eventType: e.event.type,
@@ -120,7 +120,11 @@ export const historyStatement = (
     fromState: e.from,
     toState: e.to,
     at: new Date(e.at)
-  })))}`
+  }))
+
+/** The history rows of some transitions as one statement. */
+export const historyStatement = (sql: SqlClient.SqlClient, entries: ReadonlyArray<HistoryEntry>) =>
+  sql`INSERT INTO machine_transitions ${sql.insert(historyRows(entries))}`
 
 export const scheduleStatement = (
   sql: SqlClient.SqlClient,
@@ -186,7 +190,7 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
         stepped.set(unit, rows)
       }
       const at = "at" in event && typeof event.at === "number" ? event.at : yield* Clock.currentTimeMillis
-      yield* UnitOfWork.append(sql, ["machine_transitions"], historyStatement(sql, [{
+      yield* UnitOfWork.insert(sql, "machine_transitions", historyRows([{
         machine: kind,
         actorId: id,
         event: spec.historyEvent === undefined ? event : spec.historyEvent(event),

@@ -97,10 +97,14 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
       agentPart: row.agentEarnings
     })
 
+    // Account rows are locked FOR NO KEY UPDATE, never FOR UPDATE: a concurrent ledger insert holds FOR KEY SHARE on
+    // them (its foreign-key check) before its balance trigger updates them, and FOR UPDATE conflicts with that lock
+    // while the trigger's own update does not (two releases for one agent deadlocked that way).
+
     /** The agent's outstanding debt, locking its account row only when there is one (most agents never have a debt row). */
     const owedBy = (agentId: string) =>
       Effect.map(
-        sql<{ balance: string }>`SELECT balance::text AS balance FROM ledger_accounts WHERE id = ${Accounts.agentDebt(agentId)} AND balance > 0 FOR UPDATE`,
+        sql<{ balance: string }>`SELECT balance::text AS balance FROM ledger_accounts WHERE id = ${Accounts.agentDebt(agentId)} AND balance > 0 FOR NO KEY UPDATE`,
         (rows) => BigInt(rows[0]?.balance ?? "0")
       )
 
@@ -115,7 +119,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         const pending = yield* UnitOfWork.pendingSum(account)
         yield* outbox.emitComputed("escrow.released", row.agentId, { transactionId: row.transactionId, amount: formatUsdc(amount) }, [[
           "newAvailableBalance",
-          sql`((-(coalesce((SELECT balance FROM ledger_accounts WHERE id = ${account} FOR UPDATE), 0) + ${pending.toString()}::bigint))::numeric / 1000000)::numeric(30, 6)::text`
+          sql`((-(coalesce((SELECT balance FROM ledger_accounts WHERE id = ${account} FOR NO KEY UPDATE), 0) + ${pending.toString()}::bigint))::numeric / 1000000)::numeric(30, 6)::text`
         ]])
       })
 
@@ -182,7 +186,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               yield* ledger.openDebtAccount(row.agentId)
               // Read under the account row's lock: a concurrent withdrawal cannot spend what the dispute takes back.
               const [account] = yield* sql<{ available: string }>`
-                SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(row.agentId)} FOR UPDATE`
+                SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(row.agentId)} FOR NO KEY UPDATE`
               const frozen = freezeReleased(money, BigInt(account?.available ?? "0"))
               debt = frozen.debt
               yield* moveEscrow(row, "dispute_freeze", "disputed", event.at, frozen.movements)

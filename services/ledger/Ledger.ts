@@ -50,7 +50,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * The statements of one balanced transfer (the transfer row, then its entries), checked here and again by the
      * database at commit (deferred constraint trigger). For callers that batch writes; `transfer` runs them.
      */
-    const transferStatements = (input: TransferInput) =>
+    const transferRows = (input: TransferInput) =>
       Effect.gen(function* () {
         const movements = input.movements.filter((m) => m.amount !== 0n)
         if (movements.some((m) => m.amount < 0n || m.debit === m.credit)) {
@@ -58,27 +58,32 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         }
         if (movements.length === 0) return yield* new LedgerInvariantError({ message: `empty transfer ${input.kind}` })
         const id = newId("ltr")
-        const entries = movements.flatMap((m) => [
-          { transferId: id, accountId: m.debit, amount: m.amount.toString() },
-          { transferId: id, accountId: m.credit, amount: (-m.amount).toString() }
-        ])
-        return {
+        // Sorted by account: the balance trigger locks agents' account rows in this order (one order everywhere: no deadlock).
+        const entries = movements
+          .flatMap((m) => [
+            { transferId: id, accountId: m.debit, amount: m.amount.toString() },
+            { transferId: id, accountId: m.credit, amount: (-m.amount).toString() }
+          ])
+          .sort((a, b) => (a.accountId < b.accountId ? -1 : a.accountId > b.accountId ? 1 : 0))
+        const transfer = {
           id,
-          statements: [
-            sql`INSERT INTO ledger_transfers ${sql.insert({
-              id,
-              kind: input.kind,
-              paymentId: input.paymentId ?? null,
-              agentId: input.agentId ?? null,
-              subjectId: input.subjectId ?? null,
-              memo: input.memo ?? null,
-              chainBlock: input.chainBlock === undefined || input.chainBlock === null ? null : input.chainBlock.toString(),
-              txHash: input.txHash ?? null
-            })}`,
-            sql`INSERT INTO ledger_entries ${sql.insert(entries)}`
-          ]
+          kind: input.kind,
+          paymentId: input.paymentId ?? null,
+          agentId: input.agentId ?? null,
+          subjectId: input.subjectId ?? null,
+          memo: input.memo ?? null,
+          chainBlock: input.chainBlock === undefined || input.chainBlock === null ? null : input.chainBlock.toString(),
+          txHash: input.txHash ?? null
         }
+        return { id, transfer, entries }
       })
+
+    /** The statements of one balanced transfer: the transfer row, then its entries. */
+    const transferStatements = (input: TransferInput) =>
+      Effect.map(transferRows(input), ({ entries, id, transfer }) => ({
+        id,
+        statements: [sql`INSERT INTO ledger_transfers ${sql.insert(transfer)}`, sql`INSERT INTO ledger_entries ${sql.insert(entries)}`]
+      }))
 
     /**
      * Records one balanced transfer in one statement (or in the unit of work's next batch). Must run inside the
@@ -86,8 +91,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      */
     const transfer = (input: TransferInput): Effect.Effect<string, SqlError.SqlError | LedgerInvariantError> =>
       Effect.gen(function* () {
-        const { id, statements } = yield* transferStatements(input)
-        yield* UnitOfWork.append(sql, ["ledger_transfers", "ledger_entries"], ...statements)
+        const { entries, id, transfer } = yield* transferRows(input)
+        yield* UnitOfWork.inserts(sql, [["ledger_transfers", [transfer]], ["ledger_entries", entries]])
         // What the batch will add to agents' balances (kept on their account rows by a trigger), for a batched read.
         for (const m of input.movements) {
           if (m.debit.startsWith("agent:")) yield* UnitOfWork.addPending(m.debit, m.amount)

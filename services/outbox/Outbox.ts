@@ -31,16 +31,17 @@ export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     /** Appends an event; call inside the transaction of its cause. Payload values must be JSON (amounts as decimal strings). */
+    const eventRow = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) => ({
+      id: newId("evt"),
+      eventType,
+      agentId,
+      payload: JSON.stringify(payload)
+    })
     const emitStatement = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
-      sql`INSERT INTO outbox_events ${sql.insert({
-        id: newId("evt"),
-        eventType,
-        agentId,
-        payload: JSON.stringify(payload)
-      })}`
+      sql`INSERT INTO outbox_events ${sql.insert(eventRow(eventType, agentId, payload))}`
     /** Appends an event in the caller's transaction (batched with its other writes in a unit of work). */
     const emit = (eventType: EventType, agentId: string | null, payload: Record<string, unknown>) =>
-      UnitOfWork.append(sql, ["outbox_events"], emitStatement(eventType, agentId, payload))
+      UnitOfWork.insert(sql, "outbox_events", [eventRow(eventType, agentId, payload)])
     /** An event some of whose payload values are SQL expressions, evaluated in its own statement (batched like `emit`). */
     const emitComputed = (
       eventType: EventType,

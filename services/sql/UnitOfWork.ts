@@ -2,6 +2,9 @@
 // services/sql/Batch.ts), at commit or just before a statement that may read what they wrote.
 //
 // Inside `transaction`, code writes through `append`, `update`, `keyed` and `write` instead of running its statement:
+// - `insert`: new rows of a table (no ON CONFLICT): gathered into one multi-row INSERT per table, so the rows of a table
+//   take its sequence in the order they were inserted (separate data-modifying CTEs run in no promised order: the
+//   history of two steps in one unit would otherwise come out reversed);
 // - `append`: INSERTs of new rows (no ON CONFLICT): always batched;
 // - `update`: one row's columns by id; several updates of one row merge into one (a statement may not change a row twice);
 // - `keyed`: an upsert or delete of one key (a durable timer): the last one per key wins;
@@ -21,6 +24,21 @@ const TRIGGERED: Readonly<Record<string, ReadonlyArray<string>>> = {
   ledger_entries: ["ledger_accounts"]
 }
 
+/**
+ * Tables whose `insert`ed rows are sent sorted by a column: their triggers lock other rows per inserted row (a ledger
+ * entry updates its agent account's balance), so every transaction takes those locks in one global order and two
+ * concurrent units touching the same accounts cannot deadlock. (`insert` keeps call order for every other table.)
+ */
+const LOCK_ORDER: Readonly<Record<string, string>> = {
+  ledger_entries: "accountId"
+}
+
+const byColumn = (column: string) => (a: Record<string, unknown>, b: Record<string, unknown>) => {
+  const x = String(a[column])
+  const y = String(b[column])
+  return x < y ? -1 : x > y ? 1 : 0
+}
+
 interface Update {
   readonly table: string
   readonly id: string
@@ -32,6 +50,8 @@ export class Unit {
   statements: Array<Statement.Fragment> = []
   readonly updates = new Map<string, Update>()
   readonly keyed = new Map<string, Statement.Fragment>()
+  /** New rows per table, in insertion order (one multi-row INSERT each). */
+  readonly rows = new Map<string, Array<Record<string, unknown>>>()
   /** Tables the pending writes change (with what their triggers change). */
   readonly tables = new Set<string>()
   /** Tables with pending appends or writes (an update or keyed write of them must not be batched with those). */
@@ -44,7 +64,7 @@ export class Unit {
   flushes = 0
 
   get empty() {
-    return this.statements.length === 0 && this.updates.size === 0 && this.keyed.size === 0
+    return this.statements.length === 0 && this.updates.size === 0 && this.keyed.size === 0 && this.rows.size === 0
   }
 
   note(tables: ReadonlyArray<string>) {
@@ -57,6 +77,10 @@ export class Unit {
   /** Takes the pending writes as statements (the unit is empty afterwards). */
   take(sql: SqlClient.SqlClient): ReadonlyArray<Statement.Fragment> {
     const all = [
+      ...[...this.rows.entries()].map(([table, rows]) => {
+        const column = LOCK_ORDER[table]
+        return sql`INSERT INTO ${sql(table)} ${sql.insert(column === undefined ? rows : [...rows].sort(byColumn(column)))}`
+      }),
       ...this.statements,
       ...[...this.updates.values()].map((u) => sql`UPDATE ${sql(u.table)} SET ${sql.update(u.columns)} WHERE id = ${u.id}`),
       ...this.keyed.values()
@@ -64,6 +88,7 @@ export class Unit {
     this.statements = []
     this.updates.clear()
     this.keyed.clear()
+    this.rows.clear()
     this.tables.clear()
     this.touched.clear()
     this.sums.clear()
@@ -142,6 +167,29 @@ const enqueue = (sql: SqlClient.SqlClient, fragments: ReadonlyArray<Statement.Fr
  */
 export const append = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, ...fragments: ReadonlyArray<Statement.Fragment>) =>
   enqueue(sql, fragments, tables, false)
+
+/**
+ * New rows of some tables (per table all with the same columns; no ON CONFLICT, no reads): one multi-row INSERT per
+ * table in the next batch, in the order given across calls (or `LOCK_ORDER`). Outside a unit: at once, one statement.
+ */
+export const inserts = (sql: SqlClient.SqlClient, groups: ReadonlyArray<readonly [table: string, rows: ReadonlyArray<Record<string, unknown>>]>) =>
+  Effect.flatMap(current, (unit) => {
+    const nonEmpty = groups.filter(([, rows]) => rows.length > 0)
+    if (Option.isNone(unit)) return Effect.asVoid(batch(sql, nonEmpty.map(([table, rows]) => sql`INSERT INTO ${sql(table)} ${sql.insert(rows)}`)))
+    const u = unit.value
+    return Effect.sync(() => {
+      for (const [table, rows] of nonEmpty) {
+        const pending = u.rows.get(table)
+        if (pending === undefined) u.rows.set(table, [...rows])
+        else pending.push(...rows)
+        u.note([table])
+        u.touched.add(table)
+      }
+    })
+  })
+
+/** New rows of one table (see `inserts`). */
+export const insert = (sql: SqlClient.SqlClient, table: string, rows: ReadonlyArray<Record<string, unknown>>) => inserts(sql, [[table, rows]])
 
 /** A statement that reads the rows it changes (UPDATE, DELETE, upsert) of `tables`: after the pending writes to them. */
 export const write = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, fragment: Statement.Fragment) => enqueue(sql, [fragment], tables, true)

@@ -67,7 +67,7 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
             yield* consumeWalletSignature(proof)
             // The available balance is read under the account row's lock: two withdrawals cannot both spend it.
             const [account] = yield* sql<{ available: string }>`
-              SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(agent.id)} FOR UPDATE`
+              SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(agent.id)} FOR NO KEY UPDATE`
             const available = BigInt(account?.available ?? "0")
             if (available < req.amount) {
               return yield* new Conflict({

@@ -36,6 +36,27 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("unit of work", (it) => {
       expect(yield* items).toEqual([{ id: "a", n: 1, note: null }, { id: "b", n: 2, note: null }, { id: "c", n: 3, note: null }])
     }))
 
+  it.effect("rows inserted by several calls into one table take its sequence in call order (one multi-row INSERT per table)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE IF NOT EXISTS uow_seq (seq bigserial PRIMARY KEY, label text NOT NULL)`
+      yield* sql`TRUNCATE uow_seq`
+      const labels = Array.from({ length: 12 }, (_, i) => `step ${i}`)
+      yield* UnitOfWork.transaction(sql)(
+        Effect.gen(function* () {
+          // Interleaved with another table's rows and a separate statement: separate CTEs would run in no set order.
+          for (const label of labels) {
+            yield* UnitOfWork.insert(sql, "uow_seq", [{ label }])
+            yield* UnitOfWork.append(sql, ["uow_items"], sql`INSERT INTO uow_items ${sql.insert({ id: `seq-${label}`, n: 0 })}`)
+          }
+          expect(yield* pendingOf).toEqual(Option.some({ empty: false, updates: 0, flushes: 0 }))
+        })
+      )
+      const rows = yield* sql<{ label: string }>`SELECT label FROM uow_seq ORDER BY seq`
+      expect(rows.map((r) => r.label)).toEqual(labels)
+      yield* sql`DELETE FROM uow_items WHERE id LIKE 'seq-%'`
+    }))
+
   it.effect("updates of one row merge into one; an update of a row appended in the same batch goes after it", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

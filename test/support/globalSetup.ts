@@ -23,6 +23,11 @@ declare module "vitest" {
 }
 
 /** Vitest reports a failing global setup with no reason at all: say why, then fail the run. */
+/** PostgreSQL's own account of a deadlock (both statements), which the client's error leaves out: on the run's stderr. */
+const reportDeadlocks = (line: string) => {
+  if (line.includes("deadlock detected")) process.stderr.write(`postgres: ${line}\n`)
+}
+
 export default async function setup(project: TestProject) {
   try {
     return await start(project)
@@ -36,7 +41,7 @@ async function start(project: TestProject) {
   const dir = await mkdtemp(join(tmpdir(), "marketplace-test-"))
   await chmod(dir, 0o755) // the postgres system user must traverse it
   const [postgres, devnet] = await Promise.all([
-    startEmbeddedPostgres({ databaseDir: join(dir, "pg"), persistent: false, unsafeFast: true, database: TEMPLATE_DB }),
+    startEmbeddedPostgres({ databaseDir: join(dir, "pg"), persistent: false, unsafeFast: true, database: TEMPLATE_DB, onLog: reportDeadlocks }),
     startDevnet({ port: 0, compileCacheDir: join(process.cwd(), "node_modules", ".cache", "test-usdc") })
   ])
   // Migrate the template once with the production migrator; every test file clones it.
