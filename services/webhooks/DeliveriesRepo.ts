@@ -107,12 +107,19 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
         (r) => Option.fromNullable(r[0])
       )
 
-    /** Claims due deliveries for `leaseMs` (several processes never post the same attempt at once). */
+    /**
+     * Claims due deliveries for `leaseMs` (several processes never post the same attempt at once). A switched-off or
+     * deleted subscription's deliveries stay where they are, unclaimed, until it is switched on again: they neither
+     * take the pass's slots nor have their due time pushed back.
+     */
     const claimDue = (now: number, leaseMs: number, limit: number) =>
       deliveries(sql`
         UPDATE webhook_deliveries SET next_attempt_at = ${new Date(now + leaseMs)}
-        WHERE id IN (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ${new Date(now)}
-                     ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+        WHERE id IN (SELECT d.id FROM webhook_deliveries d
+                     WHERE d.status = 'pending' AND d.next_attempt_at <= ${new Date(now)}
+                       AND (d.subscription_id IS NULL OR EXISTS (
+                         SELECT 1 FROM webhook_subscriptions s WHERE s.id = d.subscription_id AND s.is_active AND s.deleted_at IS NULL))
+                     ORDER BY d.next_attempt_at LIMIT ${limit} FOR UPDATE OF d SKIP LOCKED)
         RETURNING *`)
 
     const addAttempt = (a: { readonly deliveryId: string; readonly attemptNumber: number; readonly responseStatus: number | null; readonly responseBody: string | null; readonly errorMessage: string | null; readonly responseTimeMs: number; readonly at: Date }) =>

@@ -170,6 +170,32 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       expect(hook.received).toHaveLength(11)
     }))
 
+  it.scoped("a switched-off webhook's pending delivery is left alone (not leased, its due time kept) and goes out once it is switched on", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const dispatcher = yield* Dispatcher
+      const { sql } = yield* TestEnv
+      const owner = devAccount(8)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const hook = yield* receiver([200])
+      const auth = () => signedNow(owner, agentId)
+      const { id } = (yield* api("/api/v1/webhooks", { json: { agentId, url: hook.url, events: ["execution.completed"] }, headers: yield* auth() })).body.data
+      expect((yield* execute(devAccount(2), { targetAgentId: agentId, capabilityId: "echo", input: { text: "paused" } })).status).toBe(200)
+      yield* dispatcher.dispatchDue
+      yield* api(`/api/v1/webhooks/${id}`, { method: "PATCH", json: { isActive: false }, headers: yield* auth() })
+      const due = () => sql<{ nextAttemptAt: Date; status: string }>`SELECT next_attempt_at, status FROM webhook_deliveries WHERE subscription_id = ${id}`
+      const [before] = yield* due()
+      yield* dispatcher.sendDue
+      yield* TestClock.adjust(60_000)
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(0)
+      expect(yield* due()).toEqual([before])
+      yield* api(`/api/v1/webhooks/${id}`, { method: "PATCH", json: { isActive: true }, headers: yield* auth() })
+      yield* dispatcher.sendDue
+      expect(hook.received).toHaveLength(1)
+      expect((yield* due())[0]?.status).toBe("delivered")
+    }))
+
   it.scoped("concurrent dispatchers and senders (as several processes would run them) deliver each event to each webhook once", () =>
     Effect.gen(function* () {
       yield* realNow

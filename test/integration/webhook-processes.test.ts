@@ -79,18 +79,21 @@ const until = <A>(effect: Effect.Effect<A>, done: (a: A) => boolean, ms: number)
 const key = (r: Received) => `${String(r.headers["x-webhook-delivery-id"])}#${String(r.headers["x-webhook-attempt"])}`
 
 describe("webhook delivery with real server processes", () => {
-  // KNOWN DEFECT (issue 10 stays open): on this machine the second attempts often do not arrive within 60 s with two
-  // processes (e.g. 9 of 19 delivered; each row keeps attempt_count 1 and the lease's next_attempt_at). It passed on the
-  // branch and once on main, then failed on every commit back to the merge that added it. Skipped so the rest lands;
-  // the next stop finds why the retries stall across processes and re-enables it.
-  it.scopedLive.skip("two server processes on one database post each attempt of each delivery exactly once", () =>
+  it.scopedLive("two server processes on one database post each attempt of each delivery exactly once", () =>
     Effect.gen(function* () {
       const { env, query } = yield* sharedSettings()
       const [one, two] = yield* Effect.all([serverProcess(env), serverProcess(env)], { concurrency: 2 })
       const owner = devAccount(1)
       const agentId = yield* registerAgent(one, owner, (yield* fakeAgent("echo")).url)
-      // Every delivery fails its first attempt and succeeds on the second (after ~1 s): two attempts to share out each.
-      const hook = yield* receiver((r) => (r.headers["x-webhook-attempt"] === "1" ? 500 : 200))
+      // Every other delivery fails its first attempt and succeeds on its second (after ~1 s): retries to share out too.
+      // (Not every one: 10 failures in a row switch the subscription off, as the spec says, and its deliveries wait.)
+      let firsts = 0
+      const failedFirst = new Set<string>()
+      const hook = yield* receiver((r) => {
+        if (r.headers["x-webhook-attempt"] !== "1" || firsts++ % 2 === 1) return 200
+        failedFirst.add(String(r.headers["x-webhook-delivery-id"]))
+        return 500
+      })
       const subscriptionId = yield* subscribe(two, owner, agentId, hook.url, ["*"])
       // Six paid calls, alternately through each process: payment.received, execution.completed, escrow.released each.
       for (let i = 0; i < 6; i++) {
@@ -113,8 +116,11 @@ describe("webhook delivery with real server processes", () => {
       expect([...perAttempt.values()].filter((n) => n !== 1)).toEqual([])
       const deliveryIds = new Set(hook.received.map((r) => String(r.headers["x-webhook-delivery-id"])))
       expect(deliveryIds.size).toBe(done.total)
-      expect(hook.received).toHaveLength(2 * done.total)
-      for (const id of deliveryIds) expect([perAttempt.get(`${id}#1`), perAttempt.get(`${id}#2`)]).toEqual([1, 1])
+      expect(failedFirst.size).toBeGreaterThanOrEqual(Math.floor(done.total / 2))
+      expect(hook.received).toHaveLength(done.total + failedFirst.size)
+      for (const id of deliveryIds) {
+        expect([perAttempt.get(`${id}#1`), perAttempt.get(`${id}#2`)]).toEqual(failedFirst.has(id) ? [1, 1] : [1, undefined])
+      }
       // Each event once: one delivery per (event, subject).
       const subjects = new Set(hook.received.map((r) => {
         const body = JSON.parse(r.body) as { event: string; data: Record<string, unknown> }
@@ -125,7 +131,10 @@ describe("webhook delivery with real server processes", () => {
         "SELECT count(*)::int AS n FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.subscription_id = $1",
         [subscriptionId]
       )
-      expect(logged[0]?.n).toBe(2 * done.total)
+      expect(logged[0]?.n).toBe(done.total + failedFirst.size)
+      const [subscription] = yield* query<{ isActive: boolean; failureCount: number }>(
+        "SELECT is_active AS \"isActive\", failure_count AS \"failureCount\" FROM webhook_subscriptions WHERE id = $1", [subscriptionId])
+      expect(subscription).toEqual({ isActive: true, failureCount: 0 })
     }), { timeout: 180_000 })
 
   it.scopedLive("a server killed with SIGKILL mid-delivery: after a restart the webhook and the callback it was posting arrive, the attempt logged once", () =>
