@@ -72,6 +72,13 @@ export class OperatorApi extends HttpApiGroup.make("operator")
   .add(lever("suspendAgent", "/agents/:id/suspend", "Suspend an agent: out of discovery, executions answer AGENT_NOT_FOUND, its money stops being released").setPath(AgentPath))
   .add(lever("reinstateAgent", "/agents/:id/reinstate", "Reinstate a suspended agent: back in discovery; releases refused meanwhile are armed again").setPath(AgentPath))
   .add(
+    lever(
+      "refundFrozen",
+      "/agents/:id/refund-frozen",
+      "Refund a suspended agent's frozen money: every escrow of it still held goes back to its payer through the refund path (409 when not suspended or nothing is held)"
+    ).setPath(AgentPath)
+  )
+  .add(
     HttpApiEndpoint.post("setTrustTier", "/agents/:id/trust-tier")
       .setPath(AgentPath)
       .setPayload(Schema.Struct({ tier: Schema.NullOr(TrustTier) }))

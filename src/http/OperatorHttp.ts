@@ -65,6 +65,7 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
         Effect.zipRight(levers.setAgentStatus(who(headers), path.id, payload.status, payload.reason), agentResource(path.id)))
       .handle("suspendAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "suspended", payload.reason), respond))
       .handle("reinstateAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "active", payload.reason), respond))
+      .handle("refundFrozen", ({ path, headers, payload }) => Effect.map(levers.refundFrozen(who(headers), path.id, payload.reason), respond))
       .handle("setTrustTier", ({ path, payload }) =>
         Effect.map(agents.setTrustTier(path.id, payload.tier), (agent) => respond(toResource(agent))))
       .handle("retrySettlement", ({ path, headers, payload }) => Effect.map(levers.retrySettlement(who(headers), path.id, payload.reason), respond))
