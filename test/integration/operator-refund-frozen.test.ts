@@ -109,7 +109,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
         "refund_frozen:refused",
         "refund_frozen:applied",
         "suspend:applied",
-        "refund_frozen:refused"
+        "refund_frozen:refused",
+        "pin_trust_tier:applied"
       ])
     }), 120_000)
 
