@@ -59,6 +59,8 @@ export type ExecutionEvent =
   | { readonly type: "AGENT_REINSTATED"; readonly at: number; readonly by: string; readonly reason: string }
   /** Operator lever: the pending refund (a failed attempt waiting for its next try) is sent at once. */
   | { readonly type: "REFUND_RETRY"; readonly at: number; readonly by: string; readonly reason: string }
+  /** Operator decision on a suspended agent's frozen money: the held escrow goes back to the payer (the refund path). */
+  | { readonly type: "OPERATOR_REFUND"; readonly at: number; readonly by: string; readonly reason: string }
 
 export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE"
 
@@ -130,6 +132,7 @@ export const executionMachine = setup({
     refundDue: ({ context }) => context.windowClosed && context.payment === "settled",
     releaseNow: ({ context }) => context.releaseDelayMs <= 0 && !context.frozen,
     releasable: ({ context }) => !context.frozen,
+    frozen: ({ context }) => context.frozen,
     scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0,
     nothingToRefund: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.clientShare === "0"
   }
@@ -215,6 +218,8 @@ export const executionMachine = setup({
               guard: "releasable",
               actions: { type: "scheduleTimer", params: ({ context, event }) => ({ event: "RELEASE_DUE", at: context.releaseAt ?? event.at }) }
             },
+            // Only while frozen (the agent suspended): the operator decides the money goes back; refunding's entry queues it.
+            OPERATOR_REFUND: { guard: "frozen", target: "#execution.refunding", actions: { type: "cancelTimer", params: { event: "RELEASE_DUE" } } },
             DISPUTE_OPENED: {
               target: "disputed",
               actions: [{ type: "cancelTimer", params: { event: "RELEASE_DUE" } }, { type: "freezeForDispute", params: { released: false } }]
@@ -280,6 +285,8 @@ export const executionStatus = (
   if (value === "running") return "pending"
   if (value.startsWith("completed")) return "completed"
   if (value === "refunded") return "refunded"
+  // An operator refund of a completed call's frozen money (no failure): completed until the refund is mined.
+  if (value === "refunding" && context.failureKind === null) return "completed"
   if (value === "timeout") return "timeout"
   if (value === "failed") return "failed"
   return context.failureKind ?? "failed"

@@ -49,6 +49,7 @@ import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/Treasur
 import { OperatorLog } from "../services/operator/Actions.js"
 import { Inspection } from "../services/operator/Inspection.js"
 import { Levers } from "../services/operator/Levers.js"
+import { Decisions } from "../services/operator/Decisions.js"
 import { OperatorStats } from "../services/operator/Stats.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
@@ -135,6 +136,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Inspection.Default,
         OperatorLog.Default,
         Levers.Default,
+        Decisions.Default,
         OperatorStats.Default,
         OperatorTransactions.Default
       )

@@ -42,8 +42,9 @@ export const registerAgent = async (infra: Infra, origin: string): Promise<strin
   if (created.status !== 201) throw new BenchError(`registration failed: HTTP ${created.status} ${created.text}`)
   const id = at(created.body, "data", "id")
   if (typeof id !== "string") throw new BenchError(`registration answered no agent id: ${created.text}`)
-  const pinned = await postJson(`${origin}/api/v1/operator/agents/${id}/trust-tier`, { tier: "premium" }, {
-    authorization: `Bearer ${PARAMS.operatorToken}`
+  const pinned = await postJson(`${origin}/api/v1/operator/agents/${id}/trust-tier`, { tier: "premium", reason: "benchmark agent" }, {
+    authorization: `Bearer ${PARAMS.operatorToken}`,
+    "x-operator": "bench"
   })
   if (pinned.status !== 200) throw new BenchError(`pinning the trust tier failed: HTTP ${pinned.status} ${pinned.text}`)
   return id

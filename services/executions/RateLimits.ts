@@ -1,4 +1,5 @@
-// Fixed-window rate limits per agent and per client, shared by all server processes through PostgreSQL.
+// Fixed-window rate limits per agent and per client, and the operator console's failed logins per client address (a
+// window sliding by minutes), shared by all server processes through PostgreSQL (rate_limit_windows).
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Layer, Schedule } from "effect"
 
@@ -9,6 +10,13 @@ export interface Window {
   readonly resetSeconds: number
   readonly exceeded: boolean
 }
+
+/** A console login attempt: allowed (then `settle` says whether it failed), or refused for `retryAfterSeconds`. */
+export type LoginAttempt =
+  | { readonly allowed: true; readonly settle: (failed: boolean) => Effect.Effect<void> }
+  | { readonly allowed: false; readonly retryAfterSeconds: number }
+
+const LOGIN_PREFIX = "ops-login:"
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
   effect: Effect.gen(function* () {
@@ -49,12 +57,64 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
                    WHERE window_start = ${start} AND key IN (${`agent:${agentId}`}, ${`client:${client}`}) AND count > 0`
       }).pipe(Effect.orDie)
 
+    const loginMaxFailures = yield* Config.integer("OPS_LOGIN_MAX_FAILURES").pipe(Config.withDefault(5))
+    const loginWindowSeconds = yield* Config.integer("OPS_LOGIN_WINDOW_SECONDS").pipe(Config.withDefault(900))
+    const loginWindowMs = loginWindowSeconds * 1000
+    /** Failures are counted in buckets of a fifteenth of the window (a minute by default); the window slides by buckets. */
+    const loginBucketMs = Math.max(1000, Math.floor(loginWindowMs / 15))
+
+    /**
+     * One console login attempt from `address`: counted before the token is checked (one statement, under the bucket
+     * row's lock, so parallel guesses cannot all slip under the limit), then given back when it succeeded. Over the limit,
+     * it is given back at once and refused until enough failures have aged out of the window (whatever the token).
+     */
+    const loginAttempt = (address: string): Effect.Effect<LoginAttempt> =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const key = `${LOGIN_PREFIX}${address}`
+        const bucket = new Date(Math.floor(now / loginBucketMs) * loginBucketMs)
+        const since = new Date(now - loginWindowMs)
+        const rows = yield* sql<{ windowStart: Date; count: number }>`
+          WITH bump AS (
+            INSERT INTO rate_limit_windows (key, window_start, count) VALUES (${key}, ${bucket}, 1)
+            ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_windows.count + 1
+            RETURNING window_start, count)
+          SELECT window_start, count FROM bump
+          UNION ALL
+          SELECT window_start, count FROM rate_limit_windows WHERE key = ${key} AND window_start > ${since} AND window_start <> ${bucket}
+          ORDER BY window_start`
+        const giveBack = sql`UPDATE rate_limit_windows SET count = count - 1 WHERE key = ${key} AND window_start = ${bucket} AND count > 0`.pipe(Effect.asVoid, Effect.orDie)
+        const total = rows.reduce((sum, r) => sum + r.count, 0)
+        if (total <= loginMaxFailures) return { allowed: true, settle: (failed: boolean) => (failed ? Effect.void : giveBack) } satisfies LoginAttempt
+        yield* giveBack
+        // Refused until the failures still in the window drop below the limit: the oldest buckets age out first.
+        let remaining = total - 1
+        let retryAt = now + loginWindowMs
+        for (const row of rows) {
+          const count = row.windowStart.getTime() === bucket.getTime() ? row.count - 1 : row.count
+          remaining -= count
+          if (remaining < loginMaxFailures) {
+            retryAt = row.windowStart.getTime() + loginWindowMs
+            break
+          }
+        }
+        return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((retryAt - now) / 1000)) } satisfies LoginAttempt
+      }).pipe(Effect.orDie, Effect.withSpan("RateLimits.loginAttempt"))
+
     const prune = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      yield* sql`DELETE FROM rate_limit_windows WHERE window_start < ${new Date(now - 2 * windowMs)}`
+      yield* sql`DELETE FROM rate_limit_windows
+                 WHERE (key LIKE ${`${LOGIN_PREFIX}%`} AND window_start <= ${new Date(now - loginWindowMs)})
+                    OR (key NOT LIKE ${`${LOGIN_PREFIX}%`} AND window_start < ${new Date(now - 2 * windowMs)})`
     })
 
-    return { consume, release, prune, limits: { windowSeconds, agentLimit, clientLimit } } as const
+    return {
+      consume,
+      release,
+      loginAttempt,
+      prune,
+      limits: { windowSeconds, agentLimit, clientLimit, loginMaxFailures, loginWindowSeconds }
+    } as const
   })
 }) {}
 

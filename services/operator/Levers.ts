@@ -119,6 +119,69 @@ export class Levers extends Effect.Service<Levers>()("operator/Levers", {
         return outcome.value.record
       }).pipe(Effect.withSpan("Levers.setAgentStatus"))
 
+    /**
+     * The operator's decision on a suspended agent's frozen money: every escrow of it still held goes back to its payer
+     * through the refund path (each execution's machine takes OPERATOR_REFUND: escrow → refunds payable, a refund queued
+     * for the treasury worker), each recorded on its execution and once on the agent, in one transaction. Executions are
+     * locked before the agent row (the order reinstatement takes), and the agent row is shared-locked so it cannot be
+     * reinstated meanwhile. A second call finds nothing held: refused, nothing refunded twice.
+     */
+    const refundFrozen = (who: OperatorIdentity, agentId: AgentId, reason: string) =>
+      Effect.gen(function* () {
+        const at = yield* Clock.currentTimeMillis
+        const outcome = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const held = yield* sql<{ id: string; price: string }>`
+              SELECT e.id, e.price::text AS price FROM executions e
+              WHERE e.agent_id = ${agentId} AND e.state = 'completed.held' ORDER BY e.id FOR UPDATE OF e`
+            const [agent] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${agentId} AND status <> 'pending' FOR SHARE`
+            if (agent === undefined) return Option.none()
+            const suspended = agent.status === "suspended"
+            const refunded: Array<{ readonly id: string; readonly price: bigint }> = []
+            if (suspended) {
+              for (const execution of held) {
+                const delivered = yield* host.deliver("execution", execution.id, { type: "OPERATOR_REFUND", at, by: who.name, reason })
+                if (Option.isNone(delivered) || !delivered.value.changed) continue
+                refunded.push({ id: execution.id, price: BigInt(execution.price) })
+                yield* log.record(who, {
+                  action: "refund_frozen",
+                  machine: "execution",
+                  actorId: execution.id,
+                  reason,
+                  outcome: "applied",
+                  from: delivered.value.from,
+                  to: delivered.value.state,
+                  transitionId: yield* log.lastTransition("execution", execution.id),
+                  details: { agentId, amount: execution.price },
+                  at
+                })
+              }
+            }
+            const applied = refunded.length > 0
+            const record = yield* log.record(who, {
+              action: "refund_frozen",
+              machine: "agent",
+              actorId: agentId,
+              reason,
+              outcome: applied ? "applied" : "refused",
+              from: agent.status,
+              to: applied ? agent.status : null,
+              transitionId: null,
+              details: { refunded: refunded.length, amount: refunded.reduce((sum, e) => sum + e.price, 0n).toString() },
+              at
+            })
+            return Option.some({
+              action: record,
+              refused: applied
+                ? Option.none()
+                : Option.some(notApplicable(record, suspended ? "the agent has no held escrow to refund" : `the agent is ${agent.status}: only a suspended agent's frozen money can be refunded`))
+            })
+          })
+        ).pipe(Effect.orDie)
+        if (Option.isNone(outcome)) return yield* new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${agentId} not found` })
+        return yield* answer(outcome.value)
+      }).pipe(Effect.withSpan("Levers.refundFrozen"))
+
     const retrySettlement = (who: OperatorIdentity, paymentId: string, reason: string) =>
       pull(who, { kind: "settlement", id: paymentId, action: "retry_settlement", reason, event: (at) => ({ type: "RETRY_NOW", at, by: who.name, reason }) })
 
@@ -208,7 +271,7 @@ export class Levers extends Effect.Service<Levers>()("operator/Levers", {
         return yield* answer(outcome.value)
       }).pipe(Effect.withSpan("Levers.requeueDelivery"))
 
-    return { setAgentStatus, retrySettlement, retryRefund, requeueDelivery, forceCircuit } as const
+    return { setAgentStatus, refundFrozen, retrySettlement, retryRefund, requeueDelivery, forceCircuit } as const
   }),
   dependencies: [OperatorLog.Default, DeliveryLog.Default, AgentCache.Default, MachineHost.Default, Agents.Default]
 }) {}

@@ -6,6 +6,7 @@ import { ConflictResponse, ForbiddenResponse, UnauthorizedResponse } from "../do
 import { AgentId } from "../domain/Ids.js"
 import { WalletSignatureHeaders } from "./AgentsApi.js"
 import { ok } from "./Envelope.js"
+import { OperatorHeaders } from "../domain/Operator.js"
 import { OperatorAuth } from "./OperatorApi.js"
 
 const DisputePath = Schema.Struct({ id: Schema.String.pipe(Schema.pattern(/^dsp_[A-Za-z0-9_-]{1,64}$/)) })
@@ -66,6 +67,7 @@ export class OperatorDisputesApi extends HttpApiGroup.make("operatorDisputes")
   .add(
     HttpApiEndpoint.post("resolve", "/:id/resolve")
       .setPath(DisputePath)
+      .setHeaders(OperatorHeaders)
       .setPayload(ResolveRequest)
       .addSuccess(ok(Dispute))
       .addError(ConflictResponse)

@@ -5,7 +5,9 @@ import { Disputes } from "../../services/disputes/Disputes.js"
 import { toAgentList, toDispute, toEvidence, toOpened, toTimeline } from "../../services/disputes/View.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
-import { OperatorAuthLive } from "./OperatorHttp.js"
+import { tokenFingerprint } from "../../services/operator/Actions.js"
+import { Decisions } from "../../services/operator/Decisions.js"
+import { OperatorAuthLive, OperatorToken } from "./OperatorHttp.js"
 
 export const DisputesHttpLive = HttpApiBuilder.group(Api, "disputes", (handlers) =>
   Effect.map(Disputes, (disputes) =>
@@ -24,14 +26,20 @@ export const DisputesHttpLive = HttpApiBuilder.group(Api, "disputes", (handlers)
       .handle("timeline", ({ path }) => Effect.map(disputes.timeline(path.id), (rows) => respond(toTimeline(path.id, rows))))))
 
 export const OperatorDisputesHttpLive = HttpApiBuilder.group(Api, "operatorDisputes", (handlers) =>
-  Effect.map(Disputes, (disputes) =>
-    handlers
+  Effect.gen(function* () {
+    const disputes = yield* Disputes
+    const decisions = yield* Decisions
+    const fingerprint = tokenFingerprint(yield* OperatorToken)
+    return handlers
       .handle("list", ({ urlParams }) => {
         const limit = urlParams.limit ?? 20
         const offset = urlParams.offset ?? 0
         return Effect.map(disputes.list(urlParams.status, limit, offset), ({ rows, total }) =>
           respond({ disputes: rows.map((d) => toDispute(d, disputes.clientIdOf(d))), pagination: { total, limit, offset } }))
       })
-      .handle("resolve", ({ path, payload }) =>
-        Effect.map(disputes.resolve(path.id, payload.resolution, payload.notes, payload.clientShareBps, "operator"), (d) =>
-          respond(toDispute(d, disputes.clientIdOf(d))))))).pipe(Layer.provide(OperatorAuthLive))
+      .handle("resolve", ({ path, headers, payload }) =>
+        Effect.map(
+          decisions.resolveDispute({ name: headers["x-operator"], tokenFingerprint: fingerprint }, path.id, payload),
+          (d) => respond(toDispute(d, disputes.clientIdOf(d)))
+        ))
+  })).pipe(Layer.provide(OperatorAuthLive))

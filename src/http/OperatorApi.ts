@@ -72,11 +72,19 @@ export class OperatorApi extends HttpApiGroup.make("operator")
   .add(lever("suspendAgent", "/agents/:id/suspend", "Suspend an agent: out of discovery, executions answer AGENT_NOT_FOUND, its money stops being released").setPath(AgentPath))
   .add(lever("reinstateAgent", "/agents/:id/reinstate", "Reinstate a suspended agent: back in discovery; releases refused meanwhile are armed again").setPath(AgentPath))
   .add(
+    lever(
+      "refundFrozen",
+      "/agents/:id/refund-frozen",
+      "Refund a suspended agent's frozen money: every escrow of it still held goes back to its payer through the refund path (409 when not suspended or nothing is held)"
+    ).setPath(AgentPath)
+  )
+  .add(
     HttpApiEndpoint.post("setTrustTier", "/agents/:id/trust-tier")
       .setPath(AgentPath)
-      .setPayload(Schema.Struct({ tier: Schema.NullOr(TrustTier) }))
+      .setHeaders(OperatorHeaders)
+      .setPayload(Schema.Struct({ tier: Schema.NullOr(TrustTier), ...LeverRequest.fields }).annotations({ identifier: "TrustTierRequest" }))
       .addSuccess(ok(AgentResource))
-      .annotate(OpenApi.Summary, "Pin an agent's trust tier (null: back to the earned tier)")
+      .annotate(OpenApi.Summary, "Pin an agent's trust tier (null: back to the earned tier); recorded like a lever (X-Operator, reason)")
   )
   .add(lever("retrySettlement", "/settlements/:id/retry", "Retry a settlement waiting for its backoff (state retrying) now: the recovery worker takes it on its next pass").setPath(IdPath))
   .add(lever("retryRefund", "/refunds/:id/retry", "Send a pending refund (a failed attempt waiting for its next try) on the refund worker's next pass").setPath(IdPath))

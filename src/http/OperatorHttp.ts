@@ -5,6 +5,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { Agents } from "../../services/agents/Agents.js"
 import { toResource } from "../../services/agents/View.js"
 import { type OperatorIdentity, OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
+import { Decisions } from "../../services/operator/Decisions.js"
 import { Inspection } from "../../services/operator/Inspection.js"
 import { Levers } from "../../services/operator/Levers.js"
 import { OperatorStats } from "../../services/operator/Stats.js"
@@ -46,6 +47,7 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
     const reconciliation = yield* Reconciliation
     const inspection = yield* Inspection
     const levers = yield* Levers
+    const decisions = yield* Decisions
     const log = yield* OperatorLog
     const stats = yield* OperatorStats
     const transactions = yield* OperatorTransactions
@@ -65,8 +67,9 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
         Effect.zipRight(levers.setAgentStatus(who(headers), path.id, payload.status, payload.reason), agentResource(path.id)))
       .handle("suspendAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "suspended", payload.reason), respond))
       .handle("reinstateAgent", ({ path, headers, payload }) => Effect.map(levers.setAgentStatus(who(headers), path.id, "active", payload.reason), respond))
-      .handle("setTrustTier", ({ path, payload }) =>
-        Effect.map(agents.setTrustTier(path.id, payload.tier), (agent) => respond(toResource(agent))))
+      .handle("refundFrozen", ({ path, headers, payload }) => Effect.map(levers.refundFrozen(who(headers), path.id, payload.reason), respond))
+      .handle("setTrustTier", ({ path, headers, payload }) =>
+        Effect.map(decisions.pinTrustTier(who(headers), path.id, payload.tier, payload.reason), (agent) => respond(toResource(agent))))
       .handle("retrySettlement", ({ path, headers, payload }) => Effect.map(levers.retrySettlement(who(headers), path.id, payload.reason), respond))
       .handle("retryRefund", ({ path, headers, payload }) => Effect.map(levers.retryRefund(who(headers), path.id, payload.reason), respond))
       .handle("requeueDelivery", ({ path, headers, payload }) => Effect.map(levers.requeueDelivery(who(headers), path.id, payload.reason), respond))

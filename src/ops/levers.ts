@@ -7,7 +7,7 @@ import { AgentId } from "../domain/Ids.js"
 import { LeverRequest, OperatorHeaders } from "../domain/Operator.js"
 import { type Html, html } from "./html.js"
 
-export const LEVERS = ["suspend_agent", "reinstate_agent", "retry_settlement", "retry_refund", "requeue_delivery", "force_circuit_open", "force_circuit_closed"] as const
+export const LEVERS = ["suspend_agent", "reinstate_agent", "refund_frozen", "retry_settlement", "retry_refund", "requeue_delivery", "force_circuit_open", "force_circuit_closed"] as const
 export type LeverName = (typeof LEVERS)[number]
 
 export interface LeverOffer {
@@ -30,7 +30,15 @@ const agentLevers = (agentId: string | null | undefined, status: string | null |
   agentId === null || agentId === undefined || status === null || status === undefined
     ? []
     : status === "suspended"
-      ? [{ lever: "reinstate_agent", target: agentId, title: `Reinstate agent ${agentId}`, effect: "Listed and callable again; releases refused while suspended are armed again." }]
+      ? [
+        { lever: "reinstate_agent", target: agentId, title: `Reinstate agent ${agentId}`, effect: "Listed and callable again; releases refused while suspended are armed again." },
+        {
+          lever: "refund_frozen",
+          target: agentId,
+          title: `Refund the frozen money of agent ${agentId}`,
+          effect: "Every escrow of this agent still held goes back to its payer on chain (the refund path); the agent never earns it, even if reinstated."
+        }
+      ]
       : [{ lever: "suspend_agent", target: agentId, title: `Suspend agent ${agentId}`, effect: "Out of discovery at once, calls answer AGENT_NOT_FOUND, its escrow is frozen until reinstatement." }]
 
 const forcedOpen = (snapshot: unknown) =>
@@ -124,6 +132,7 @@ export const pullLever = (levers: Levers, fingerprint: string, form: LeverForm):
     const pulled = yield* Effect.either(
       lever === "suspend_agent" ? Effect.flatMap(agent(), (id) => levers.setAgentStatus(who, id, "suspended", reason))
         : lever === "reinstate_agent" ? Effect.flatMap(agent(), (id) => levers.setAgentStatus(who, id, "active", reason))
+        : lever === "refund_frozen" ? Effect.flatMap(agent(), (id) => levers.refundFrozen(who, id, reason))
         : lever === "force_circuit_open" ? Effect.flatMap(agent(), (id) => levers.forceCircuit(who, id, "open", reason))
         : lever === "force_circuit_closed" ? Effect.flatMap(agent(), (id) => levers.forceCircuit(who, id, "closed", reason))
         : lever === "retry_settlement" ? levers.retrySettlement(who, target, reason)

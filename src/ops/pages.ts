@@ -24,8 +24,11 @@ export interface Notice {
 const notice = (n: Notice | undefined): Html | string =>
   n === undefined ? "" : html`<div class="notice ${n.ok ? "ok" : "bad"}" role="status">${n.text}</div>`
 
-export const loginPage = (refused: boolean): Html =>
-  html`${refused ? notice({ ok: false, text: "That token was refused." }) : ""}
+/** The login form; after a refused token, or while this address has too many failed logins (nothing is checked then). */
+export const loginPage = (refused: boolean | { readonly retryAfterSeconds: number }): Html =>
+  html`${refused === false ? "" : refused === true
+    ? notice({ ok: false, text: "That token was refused." })
+    : notice({ ok: false, text: `Too many failed logins from your address. Try again in ${Math.ceil(refused.retryAfterSeconds / 60)} minute${refused.retryAfterSeconds > 60 ? "s" : ""} (${refused.retryAfterSeconds} seconds); until then no token is checked.` })}
 <form method="post" action="/ops/login" class="lever">
 <label>Operator token <input type="password" name="token" required autocomplete="current-password" autofocus></label>
 <button type="submit">Log in</button></form>

@@ -4,6 +4,7 @@ import { type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerRespons
 import { Cause, Clock, Effect, Either, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig } from "../../layers/Config.js"
+import { RateLimits } from "../../services/executions/RateLimits.js"
 import { OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
 import { Inspection } from "../../services/operator/Inspection.js"
 import { Levers } from "../../services/operator/Levers.js"
@@ -85,7 +86,16 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
     if (route === "POST /login") {
       const fields = yield* form
       if (Either.isLeft(fields)) return fields.left
-      if (!tokenMatches(fields.right("token") ?? "", token)) return page({ status: 401, title: "Operator login", body: loginPage(true) })
+      // Failed logins are limited per client address (the proxy's X-Forwarded-For only with TRUST_PROXY), in PostgreSQL.
+      const attempt = yield* (yield* RateLimits).loginAttempt(Option.getOrElse(request.remoteAddress, () => "unknown"))
+      if (!attempt.allowed) {
+        return page({ status: 429, title: "Operator login", body: loginPage({ retryAfterSeconds: attempt.retryAfterSeconds }) }).pipe(
+          HttpServerResponse.setHeader("retry-after", String(attempt.retryAfterSeconds))
+        )
+      }
+      const matches = tokenMatches(fields.right("token") ?? "", token)
+      yield* attempt.settle(!matches)
+      if (!matches) return page({ status: 401, title: "Operator login", body: loginPage(true) })
       return see("/ops").pipe(HttpServerResponse.unsafeSetCookie(SESSION_COOKIE, sessions.issue(now), { ...cookieOptions, maxAge: `${SESSION_TTL_SECONDS} seconds` }))
     }
     if (signedIn === undefined) {

@@ -237,7 +237,7 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
       ]
       for (const headers of refusals) {
         expectError(yield* operator(`/agents/${id}/status`, { status: "suspended", reason: "no" }, headers), 401, "OPERATOR_AUTH_REQUIRED")
-        expectError(yield* operator(`/agents/${id}/trust-tier`, { tier: "premium" }, headers), 401, "OPERATOR_AUTH_REQUIRED")
+        expectError(yield* operator(`/agents/${id}/trust-tier`, { tier: "premium", reason: "no" }, headers), 401, "OPERATOR_AUTH_REQUIRED")
       }
       expect((yield* read(id)).body.data).toMatchObject({ status: "active", trustTier: "new" })
     }))
@@ -273,17 +273,17 @@ layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator a
       const id = yield* agentId
       expect((yield* read(id)).body.data).toMatchObject({ trustTier: "new", settlementType: "delayed", settlementDelay: "24h" })
 
-      const pinned = yield* operator(`/agents/${id}/trust-tier`, { tier: "premium" })
+      const pinned = yield* operator(`/agents/${id}/trust-tier`, { tier: "premium", reason: "vetted partner" })
       expect(pinned.status).toBe(200)
       expect(pinned.body.data).toMatchObject({ trustTier: "premium", settlementType: "instant", settlementDelay: null })
       expect((yield* read(id)).body.data).toMatchObject({ trustTier: "premium", settlementType: "instant", settlementDelay: null })
 
-      const unpinned = yield* operator(`/agents/${id}/trust-tier`, { tier: null })
+      const unpinned = yield* operator(`/agents/${id}/trust-tier`, { tier: null, reason: "partnership ended" })
       expect(unpinned.status).toBe(200)
       expect((yield* read(id)).body.data).toMatchObject({ trustTier: "new", settlementType: "delayed", settlementDelay: "24h" })
 
-      expectError(yield* operator(`/agents/${id}/trust-tier`, { tier: "gold" }), 400, "VALIDATION_ERROR")
-      expectError(yield* operator(`/agents/${randomUUID()}/trust-tier`, { tier: "premium" }), 404, "AGENT_NOT_FOUND")
+      expectError(yield* operator(`/agents/${id}/trust-tier`, { tier: "gold", reason: "x" }), 400, "VALIDATION_ERROR")
+      expectError(yield* operator(`/agents/${randomUUID()}/trust-tier`, { tier: "premium", reason: "x" }), 404, "AGENT_NOT_FOUND")
       expectError(yield* operator(`/agents/${randomUUID()}/status`, { status: "suspended", reason: "no such agent" }), 404, "AGENT_NOT_FOUND")
     }))
 

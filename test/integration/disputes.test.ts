@@ -28,7 +28,7 @@ const api = (path: string, init: { method?: string; json?: unknown; headers?: Re
         headers: init.headers ?? {}
       })))
 
-const operator = { authorization: `Bearer ${OPERATOR_TOKEN}` }
+const operator = { authorization: `Bearer ${OPERATOR_TOKEN}`, "x-operator": "disputes desk" }
 
 /** One paid call; returns its transaction id and the payer's client id from the response. */
 const paidCall = (payer: PrivateKeyAccount, agentId: string, text = "hi") =>

@@ -87,12 +87,18 @@ layer(
       expect((yield* balanceOf(agentId)).body.data).toMatchObject({ available: "0.008500", pending: "0.000000" })
 
       const actions = (yield* op(`/actions?machine=agent&actorId=${agentId}`)).body.data.actions
-      expect(actions.map((a: { action: string; outcome: string; operator: string }) => `${a.action}:${a.outcome}:${a.operator}`)).toEqual(["reinstate:applied:bob", "suspend:refused:bob", "suspend:applied:alice"])
+      // The trust-tier pin of the scenario's registration is an operator decision on record too.
+      expect(actions.map((a: { action: string; outcome: string; operator: string }) => `${a.action}:${a.outcome}:${a.operator}`)).toEqual([
+        "reinstate:applied:bob",
+        "suspend:refused:bob",
+        "suspend:applied:alice",
+        "pin_trust_tier:applied:test harness"
+      ])
       // One per page, following the cursor: the same record.
       const first = (yield* op(`/actions?machine=agent&actorId=${agentId}&limit=1`)).body.data
-      const second = (yield* op(`/actions?machine=agent&actorId=${agentId}&limit=2&cursor=${first.pagination.nextCursor}`)).body.data
+      const second = (yield* op(`/actions?machine=agent&actorId=${agentId}&limit=3&cursor=${first.pagination.nextCursor}`)).body.data
       expect([...first.actions, ...second.actions]).toEqual(actions)
-      expect(second.pagination).toEqual({ limit: 2, hasMore: false, nextCursor: null })
+      expect(second.pagination).toEqual({ limit: 3, hasMore: false, nextCursor: null })
       yield* realNow
       expect((yield* execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "back" } })).status).toBe(200)
       expect(yield* ledgerMatchesChain).toBe(0n)

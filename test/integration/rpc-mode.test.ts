@@ -67,8 +67,8 @@ describe("CHAIN_RPC_URL mode", () => {
       const operator = yield* Effect.promise(() =>
         call(`${baseUrl}/api/v1/operator/agents/${created.body.data.id}/trust-tier`, {
           method: "POST",
-          json: { tier: "premium" },
-          headers: { authorization: "Bearer rpc-mode-operator-token-0123" }
+          json: { tier: "premium", reason: "rpc mode test" },
+          headers: { authorization: "Bearer rpc-mode-operator-token-0123", "x-operator": "rpc test" }
         }))
       expect(operator.status).toBe(200)
     }), { timeout: 60_000 })

@@ -263,7 +263,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("webhook delivery", (it) => {
       expect((yield* execute(devAccount(6), { targetAgentId: failingId, capabilityId: "echo", input: { text: "x" } })).status).toBe(502) // execution.failed
       const opened = yield* api("/api/v1/disputes", { json: { transactionId: paid.body.data.requestId, reason: "quality" }, headers: { "X-Client-Id": paid.headers.get("x-client-id") ?? "" } }) // escrow.disputed, dispute.opened
       expect(opened.status).toBe(201)
-      yield* api(`/api/v1/operator/disputes/${opened.body.data.disputeId}/resolve`, { json: { resolution: "resolved_agent" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }) // dispute.resolved
+      yield* api(`/api/v1/operator/disputes/${opened.body.data.disputeId}/resolve`, { json: { resolution: "resolved_agent" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, "x-operator": "test" } }) // dispute.resolved
       const withdrawn = yield* api("/api/v1/payments/withdraw", { json: { agentId, amount: "1.00" }, headers: yield* signedNow(owner, agentId) })
       expect(withdrawn.status).toBe(202)
       yield* treasury.processDue // withdrawal.completed

@@ -52,7 +52,7 @@ const registerAgent = (server: ServerProcess, owner: PrivateKeyAccount, url: str
     const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities: [echoCapability()], endpoints: { execution: url } }) })
     if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
     const id = String(created.body.data.id)
-    const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, { method: "POST", json: { tier: "premium" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })
+    const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, { method: "POST", json: { tier: "premium", reason: "test" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, "x-operator": "test" } })
     if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
     return id
   })

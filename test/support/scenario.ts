@@ -31,8 +31,8 @@ export const registerAgent = (owner: PrivateKeyAccount, url: string, options: { 
       const pinned = yield* Effect.promise(() =>
         call(`${baseUrl}/api/v1/operator/agents/${id}/trust-tier`, {
           method: "POST",
-          json: { tier: options.tier },
-          headers: { authorization: `Bearer ${OPERATOR_TOKEN}` }
+          json: { tier: options.tier, reason: "test scenario" },
+          headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, "x-operator": "test harness" }
         }))
       if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
     }
