@@ -3,77 +3,21 @@
 // deliveries (a webhook and an execution callback) to the restarted one, which posts them after the lease.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { chmod, mkdtemp, rm } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import pg from "pg"
 import type { PrivateKeyAccount } from "viem/accounts"
-import { beforeAll, inject } from "vitest"
+import { beforeAll } from "vitest"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, walletAuth } from "../support/clients.js"
-import { registration } from "../support/fixtures.js"
-import { freshDatabase } from "../support/harness.js"
+import { registerAgentAt, sharedSettings, untilProcesses } from "../support/processes.js"
 import { type Received, receiver } from "../support/receivers.js"
-import { echoCapability } from "../support/scenario.js"
 import { ensureBundle, killHard, type ServerProcess, serverProcess } from "../support/servers.js"
 
-const OPERATOR_TOKEN = "process-test-operator-token-0123456789"
-
 beforeAll(ensureBundle, 180_000)
-
-/** One test database, a data directory, and the settings every server process of the test shares. */
-const sharedSettings = (extra: Record<string, string> = {}) =>
-  Effect.gen(function* () {
-    const db = yield* freshDatabase
-    const dataDir = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const dir = await mkdtemp(join(tmpdir(), "marketplace-processes-"))
-        await chmod(dir, 0o755)
-        return dir
-      }),
-      (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-    )
-    const client = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const c = new pg.Client(db.url)
-        await c.connect()
-        return c
-      }),
-      (c) => Effect.promise(() => c.end())
-    )
-    const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
-      Effect.promise(() => client.query<R>(text, [...values]).then((r) => r.rows))
-    return { env: { DATABASE_URL: db.url, DEVNET_RPC_URL: inject("rpcUrl"), DATA_DIR: dataDir, OPERATOR_TOKEN, ...extra }, query }
-  })
-
-/** A paid registration of an instant-release (premium) agent with an echo capability at `url`. */
-const registerAgent = (server: ServerProcess, owner: PrivateKeyAccount, url: string) =>
-  Effect.promise(async () => {
-    const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities: [echoCapability()], endpoints: { execution: url } }) })
-    if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
-    const id = String(created.body.data.id)
-    const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, { method: "POST", json: { tier: "premium", reason: "test" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, "x-operator": "test" } })
-    if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
-    return id
-  })
 
 const subscribe = (server: ServerProcess, owner: PrivateKeyAccount, agentId: string, url: string, events: ReadonlyArray<string>) =>
   Effect.promise(async () => {
     const created = await call(`${server.baseUrl}/api/v1/webhooks`, { method: "POST", json: { agentId, url, events }, headers: await walletAuth(owner, agentId) })
     if (created.status !== 201) throw new Error(`subscription refused: ${JSON.stringify(created.body)}`)
     return String(created.body.data.id)
-  })
-
-/** Polls a query in real time (the servers run on their own clocks) until `done`, for up to `ms`. */
-const until = <A>(effect: Effect.Effect<A>, done: (a: A) => boolean, ms: number) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + ms
-    for (;;) {
-      const value = yield* effect
-      if (done(value)) return value
-      if (Date.now() > deadline) return yield* Effect.dieMessage(`not within ${ms} ms: ${JSON.stringify(value)}`)
-      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
-    }
   })
 
 const key = (r: Received) => `${String(r.headers["x-webhook-delivery-id"])}#${String(r.headers["x-webhook-attempt"])}`
@@ -84,7 +28,7 @@ describe("webhook delivery with real server processes", () => {
       const { env, query } = yield* sharedSettings()
       const [one, two] = yield* Effect.all([serverProcess(env), serverProcess(env)], { concurrency: 2 })
       const owner = devAccount(1)
-      const agentId = yield* registerAgent(one, owner, (yield* fakeAgent("echo")).url)
+      const agentId = yield* registerAgentAt(one, owner, (yield* fakeAgent("echo")).url)
       // Every other delivery fails its first attempt and succeeds on its second (after ~1 s): retries to share out too.
       // (Not every one: 10 failures in a row switch the subscription off, as the spec says, and its deliveries wait.)
       let firsts = 0
@@ -107,7 +51,7 @@ describe("webhook delivery with real server processes", () => {
           "SELECT count(*)::int AS total, count(*) FILTER (WHERE status = 'delivered')::int AS delivered FROM webhook_deliveries WHERE subscription_id = $1",
           [subscriptionId]
         ).pipe(Effect.map((rows) => rows[0] ?? { total: 0, delivered: 0 }))
-      const done = yield* until(counts(), (c) => c.total >= 18 && c.delivered === c.total, 60_000)
+      const done = yield* untilProcesses(counts(), (c) => c.total >= 18 && c.delivered === c.total, 60_000)
       // A second post of an attempt would be in flight alongside the first: give it time to land.
       yield* Effect.promise(() => new Promise((r) => setTimeout(r, 1_000)))
 
@@ -143,7 +87,7 @@ describe("webhook delivery with real server processes", () => {
       const { env, query } = yield* sharedSettings({ WEBHOOK_ATTEMPT_TIMEOUT_MS: "5000" })
       const first = yield* serverProcess(env)
       const owner = devAccount(5)
-      const agentId = yield* registerAgent(first, owner, (yield* fakeAgent("echo")).url)
+      const agentId = yield* registerAgentAt(first, owner, (yield* fakeAgent("echo")).url)
       const hook = yield* receiver([200])
       yield* subscribe(first, owner, agentId, hook.url, ["execution.completed"])
       // The receiver holds its posts open: the process is killed while it waits for both answers.
@@ -165,7 +109,7 @@ describe("webhook delivery with real server processes", () => {
         query<{ id: string; target: string; status: string; attemptCount: number }>(
           "SELECT id, target, status, attempt_count AS \"attemptCount\" FROM webhook_deliveries ORDER BY target"
         )
-      const delivered = yield* until(rows(), (r) => r.length === 2 && r.every((d) => d.status === "delivered"), 60_000)
+      const delivered = yield* untilProcesses(rows(), (r) => r.length === 2 && r.every((d) => d.status === "delivered"), 60_000)
       expect(delivered.map((d) => [d.target, d.attemptCount])).toEqual([["callback", 1], ["subscription", 1]])
       expect(new Set(heldIds)).toEqual(new Set(delivered.map((d) => d.id)))
       // Each was posted by the killed process (held) and again by the restarted one: attempt 1 both times, at least once.

@@ -1,0 +1,68 @@
+// What tests of real server processes share: one test database and data directory for all the processes of a test
+// (with a direct connection to inspect it), a paid agent registration through a process, and real-time polling.
+import { Effect } from "effect"
+import { chmod, mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import pg from "pg"
+import type { PrivateKeyAccount } from "viem/accounts"
+import { inject } from "vitest"
+import { call, paidCall } from "./clients.js"
+import { registration } from "./fixtures.js"
+import { freshDatabase } from "./harness.js"
+import { echoCapability } from "./scenario.js"
+import type { ServerProcess } from "./servers.js"
+
+export const PROCESS_OPERATOR_TOKEN = "process-test-operator-token-0123456789"
+
+/** One test database, a data directory, and the settings every server process of the test shares. */
+export const sharedSettings = (extra: Record<string, string> = {}) =>
+  Effect.gen(function* () {
+    const db = yield* freshDatabase
+    const dataDir = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const dir = await mkdtemp(join(tmpdir(), "marketplace-processes-"))
+        await chmod(dir, 0o755)
+        return dir
+      }),
+      (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+    )
+    const client = yield* Effect.acquireRelease(
+      Effect.promise(async () => {
+        const c = new pg.Client(db.url)
+        await c.connect()
+        return c
+      }),
+      (c) => Effect.promise(() => c.end())
+    )
+    const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
+      Effect.promise(() => client.query<R>(text, [...values]).then((r) => r.rows))
+    return { env: { DATABASE_URL: db.url, DEVNET_RPC_URL: inject("rpcUrl"), DATA_DIR: dataDir, OPERATOR_TOKEN: PROCESS_OPERATOR_TOKEN, ...extra }, query }
+  })
+
+/** A paid registration of an instant-release (premium) agent with an echo capability at `url`. */
+export const registerAgentAt = (server: ServerProcess, owner: PrivateKeyAccount, url: string) =>
+  Effect.promise(async () => {
+    const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities: [echoCapability()], endpoints: { execution: url } }) })
+    if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
+    const id = String(created.body.data.id)
+    const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, {
+      method: "POST",
+      json: { tier: "premium", reason: "test" },
+      headers: { authorization: `Bearer ${PROCESS_OPERATOR_TOKEN}`, "x-operator": "test" }
+    })
+    if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
+    return id
+  })
+
+/** Polls `effect` in real time (the servers run on their own clocks) until `done`, for up to `ms`. */
+export const untilProcesses = <A>(effect: Effect.Effect<A>, done: (a: A) => boolean, ms: number) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + ms
+    for (;;) {
+      const value = yield* effect
+      if (done(value)) return value
+      if (Date.now() > deadline) return yield* Effect.dieMessage(`not within ${ms} ms: ${JSON.stringify(value)}`)
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
+    }
+  })
