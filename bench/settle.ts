@@ -8,7 +8,7 @@
 // Settings (environment): BENCH_SETTLE_LEVELS ("1:100:recorded,32:1000:recorded,256:3000:recorded,256:3000:chain":
 // in flight:payments:what per level; "chain" times Payments.settleOnChain alone and books afterwards),
 // BENCH_SETTLE_BATCH_MAX (100), BENCH_SETTLE_MODES ("batcher,one by one"), BENCH_OUTPUT (docs/performance.md).
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
+import { chmod, mkdtemp, rm } from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
 import { startDevnet } from "../layers/devnet/anvil.js"
@@ -19,6 +19,7 @@ import { BenchError, intEnv, log, ms, ROOT } from "./lib/params.js"
 import { paymentRequests, signAll } from "./lib/payments.js"
 import { postmasterPid, stopPostgres } from "./lib/servers.js"
 import { type Level, type ModeResult, runMode } from "./lib/settleRun.js"
+import { writeSection } from "./lib/sections.js"
 import { renderSettleSection } from "./lib/settleReport.js"
 import { adminQuery, blockNumber, rpcCall } from "./lib/snapshot.js"
 
@@ -38,8 +39,6 @@ const MODES = ([["batcher", BATCH_MAX], ["one by one", 1]] as const).filter(([na
   (process.env["BENCH_SETTLE_MODES"] ?? "batcher,one by one").split(",").map((m) => m.trim()).includes(name))
 const WARMUP = 20
 const OUTPUT = process.env["BENCH_OUTPUT"] ?? path.join(ROOT, "docs", "performance.md")
-const SECTION_START = "<!-- bench:settle:start -->"
-const SECTION_END = "<!-- bench:settle:end -->"
 
 const main = async () => {
   installSignalHandlers()
@@ -106,12 +105,7 @@ const main = async () => {
     warmup: WARMUP,
     modes
   })
-  const current = await readFile(OUTPUT, "utf8").catch(() => "")
-  const at = current.indexOf(SECTION_START)
-  const end = current.indexOf(SECTION_END)
-  const block = `${SECTION_START}\n${section}\n${SECTION_END}`
-  const next = at >= 0 && end > at ? `${current.slice(0, at)}${block}${current.slice(end + SECTION_END.length)}` : `${current.trimEnd()}\n\n${block}\n`
-  await writeFile(OUTPUT, next, "utf8")
+  await writeSection(OUTPUT, "settle", section)
   log(`  wrote ${path.relative(ROOT, OUTPUT)} (${((Date.now() - started) / 1000).toFixed(0)} s in all)`)
 }
 
