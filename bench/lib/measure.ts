@@ -58,12 +58,13 @@ export const measure = async (infra: Infra, m: Measured): Promise<PhaseResult> =
   const groups = cpuGroups(infra, m.serverPid, m.serverTree === true)
   const heightBefore = await blockNumber(m.rpcUrl)
   const before = Object.fromEntries(Object.entries(groups).map(([k, read]) => [k, read()]))
-  const systemBefore = systemCpuMs(m.serverPid)
+  const serverSystemMs = () => (m.serverTree === true ? processTree(m.serverPid).reduce((sum, pid) => sum + systemCpuMs(pid), 0) : systemCpuMs(m.serverPid))
+  const systemBefore = serverSystemMs()
   const logBefore = m.outputBytes?.() ?? 0
   m.onMeasuredStart?.()
   const run = await runClosedLoop({ origin: m.origin, path: m.path, jobs: m.jobs, concurrency: m.concurrency, check: m.check })
   const after = Object.fromEntries(Object.entries(groups).map(([k, read]) => [k, read()]))
-  const systemAfter = systemCpuMs(m.serverPid)
+  const systemAfter = serverSystemMs()
   const logAfter = m.outputBytes?.() ?? 0
   const heightAfter = await blockNumber(m.rpcUrl)
   const peaks = m.sampler.stop()
