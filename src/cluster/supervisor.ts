@@ -33,22 +33,25 @@ export const superviseWorkers = (options: SuperviseOptions) =>
     process.prependListener("SIGINT", onSignal)
     process.prependListener("SIGTERM", onSignal)
 
-    const firstPids: Array<number> = []
-    let firstListening = 0
+    /** Live workers that listen; once all of them do for the first time, one line says so (tests and the bench wait for it). */
+    const listening = new Map<Worker, number>()
+    let announced = false
     const fork = (replacing?: number) => {
       const worker = cluster.fork(options.env)
       const pid = worker.process.pid ?? 0
       live.add(worker)
-      if (replacing === undefined) firstPids.push(pid)
       worker.once("listening", (address) => {
         const url = `http://${address.addressType === 6 ? `[${address.address}]` : address.address}:${address.port}`
+        listening.set(worker, pid)
         if (replacing !== undefined) log(Effect.logInfo(`server worker pid ${pid} (replacing pid ${replacing}) listening on ${url}`))
-        else if (++firstListening === options.count) {
-          log(Effect.logInfo(`${options.count} server workers listening on ${url} (primary pid ${process.pid}, worker pids ${firstPids.join(", ")})`))
+        if (!announced && listening.size === options.count) {
+          announced = true
+          log(Effect.logInfo(`${options.count} server workers listening on ${url} (primary pid ${process.pid}, worker pids ${[...listening.values()].join(", ")})`))
         }
       })
       worker.once("exit", (code, signal) => {
         live.delete(worker)
+        listening.delete(worker)
         if (stopping) return
         const why = describeExit(code, signal)
         if (budget.allow(Date.now())) {
