@@ -1,11 +1,14 @@
 // WEB_CONCURRENCY=2 with real processes (the start script): two workers serve paid executions on one port, each payment
 // settled once and the ledger equal to the chain; a worker killed with SIGKILL is replaced while the other serves; SIGTERM
-// to the primary stops the workers, the embedded PostgreSQL and anvil it started, leaving no process behind.
+// to the primary stops the workers, the embedded PostgreSQL and anvil it started, leaving no process behind; workers that
+// crash-loop make the primary give up with exit code 1.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawn } from "node:child_process"
 import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { parseAbiItem } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
@@ -217,4 +220,39 @@ describe("WEB_CONCURRENCY=2: several server processes on one port", () => {
       const left = yield* until(Effect.sync(() => tree.filter((p) => alive(p.pid))), (l) => l.length === 0, 5_000, "every process gone")
       expect(left).toEqual([])
     }), { timeout: 180_000 })
+
+  it.scopedLive("workers that cannot start are replaced five times, then the primary gives up: it says why, exits with code 1, no worker left", () =>
+    Effect.gen(function* () {
+      const db = yield* freshDatabase
+      const dataDir = yield* tempDir
+      // A setting only the workers read (the HTTP server's), so each one fails at start after the primary is up.
+      const child = spawn(process.execPath, ["src/tools/start.mjs"], {
+        cwd: fileURLToPath(new URL("../..", import.meta.url)),
+        env: {
+          PATH: process.env["PATH"] ?? "",
+          HOME: process.env["HOME"] ?? "/tmp",
+          WEB_CONCURRENCY: "2",
+          HTTP_REQUEST_TIMEOUT_MS: "5",
+          PORT: String(yield* Effect.promise(freePort)),
+          HOST: "127.0.0.1",
+          DATABASE_URL: db.url,
+          DEVNET_RPC_URL: inject("rpcUrl"),
+          DATA_DIR: dataDir,
+          OPERATOR_TOKEN
+        },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let output = ""
+      child.stdout.on("data", (c: Buffer) => (output += c.toString("utf8")))
+      child.stderr.on("data", (c: Buffer) => (output += c.toString("utf8")))
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })))
+      yield* Effect.addFinalizer(() => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")))
+      const exit = yield* Effect.promise(() => Promise.race([exited, new Promise<"timeout">((r) => setTimeout(() => r("timeout"), 90_000))]))
+      expect(exit).toEqual({ code: 1, signal: null })
+      expect(output.match(/ended \(exit code 1\); starting a replacement/g)).toHaveLength(5)
+      expect(output).toMatch(/server workers are crash-looping \(6 exits within 60 s, the last: pid \d+, exit code 1\); giving up/)
+      expect(output).toContain("HTTP_REQUEST_TIMEOUT_MS must be between 1000 and 300000")
+      const left = yield* Effect.promise(() => processTree(child.pid ?? 0))
+      expect(left).toEqual([])
+    }), { timeout: 120_000 })
 })
