@@ -9,7 +9,7 @@
 // and a watchdog clears a rare anvil pool stall (bench/lib/pool-watchdog.ts); both are reported in the doc.
 //
 // Settings (environment): BENCH_C1_REQUESTS (300), BENCH_C1_WARMUP (50), BENCH_C32_REQUESTS (1500),
-// BENCH_C32_WARMUP (200), BENCH_AGENT=child|inline (child), BENCH_PROFILE=auto|always|never (auto: when a target is
+// BENCH_C32_WARMUP (200), BENCH_WEB_CONCURRENCY (1: the marketplace phase's server processes), BENCH_AGENT=child|inline (child), BENCH_PROFILE=auto|always|never (auto: when a target is
 // missed), BENCH_OUTPUT (docs/performance.md), BENCH_KEEP_PROFILES (a directory to keep the .cpuprofile files in).
 //
 // The parts: bench/lib/params.ts (settings), servers.ts (processes), snapshot.ts (chain + database snapshots),
@@ -130,9 +130,10 @@ const main = async () => {
     {
       watchdog.label = `marketplace c=${concurrency}`
       await start.restore()
-      const server = await startMarketplace(infra, { name: `marketplace c=${concurrency}` })
+      const workers = PARAMS.webConcurrency
+      const server = await startMarketplace(infra, { name: `marketplace c=${concurrency}`, webConcurrency: workers })
       try {
-        const sampler = samplerFor(infra, server.child.pid, true)
+        const sampler = samplerFor(infra, server.child.pid, true, workers > 1)
         const jobs = marketplaceJobs(agentId, await sign(warmup + requests), offset)
         offset += jobs.length
         phases.push(
@@ -147,7 +148,8 @@ const main = async () => {
             serverPid: server.child.pid,
             sampler,
             outputBytes: server.child.outputBytes,
-            rpcUrl: infra.rpcUrl
+            rpcUrl: infra.rpcUrl,
+            serverTree: workers > 1
           })
         )
       } finally {
@@ -198,6 +200,7 @@ const main = async () => {
     params: {
       levels: PARAMS.levels,
       agentMode: PARAMS.agentMode,
+      webConcurrency: PARAMS.webConcurrency,
       price: PRICE.toString(),
       settlementProbe: PARAMS.settlementProbe,
       diagnostics: PARAMS.diagnostics

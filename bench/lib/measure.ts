@@ -1,7 +1,7 @@
 // One measured phase of the bench: warm-up, then the closed loop with CPU per process, peak memory and chain height.
 import { type Job, mean, percentile, runClosedLoop } from "./load.js"
 import { BenchError, log, ms } from "./params.js"
-import { cpuMs, memoryKb, RssSampler, systemCpuMs, treeCpuMs, treePssKb } from "./proc.js"
+import { cpuMs, memoryKb, processTree, RssSampler, systemCpuMs, treeCpuMs, treePssKb } from "./proc.js"
 import { type Infra, postmasterPid } from "./servers.js"
 import { blockNumber } from "./snapshot.js"
 import type { PhaseResult, TargetName } from "./types.js"
@@ -30,12 +30,14 @@ export interface Measured {
   /** Bytes the server has logged so far (its stdout + stderr), when it is our child. */
   readonly outputBytes?: () => number
   readonly rpcUrl: string
+  /** The server is a primary with workers (WEB_CONCURRENCY > 1): CPU and memory of its whole process tree. */
+  readonly serverTree?: boolean
 }
 
-const cpuGroups = (infra: Infra, serverPid: number): Record<string, () => number> => {
+const cpuGroups = (infra: Infra, serverPid: number, tree: boolean): Record<string, () => number> => {
   const pgPid = postmasterPid(infra.pgDir)
   // With BENCH_AGENT=inline the agent runs in this process: its CPU is part of "load generator".
-  const groups: Record<string, () => number> = serverPid === process.pid ? {} : { server: () => cpuMs(serverPid) }
+  const groups: Record<string, () => number> = serverPid === process.pid ? {} : { server: () => (tree ? treeCpuMs(serverPid) : cpuMs(serverPid)) }
   if (serverPid !== infra.agentPid && infra.agentPid !== process.pid) groups["agent"] = () => cpuMs(infra.agentPid)
   groups["postgres"] = () => (pgPid > 0 ? treeCpuMs(pgPid) : 0)
   groups["anvil"] = () => cpuMs(infra.anvilPid)
@@ -53,15 +55,16 @@ export const measure = async (infra: Infra, m: Measured): Promise<PhaseResult> =
       throw new BenchError(`${m.target} c=${m.concurrency}: ${warm.errors} errors during warm-up:\n${warm.errorSamples.join("\n")}`)
     }
   }
-  const groups = cpuGroups(infra, m.serverPid)
+  const groups = cpuGroups(infra, m.serverPid, m.serverTree === true)
   const heightBefore = await blockNumber(m.rpcUrl)
   const before = Object.fromEntries(Object.entries(groups).map(([k, read]) => [k, read()]))
-  const systemBefore = systemCpuMs(m.serverPid)
+  const serverSystemMs = () => (m.serverTree === true ? processTree(m.serverPid).reduce((sum, pid) => sum + systemCpuMs(pid), 0) : systemCpuMs(m.serverPid))
+  const systemBefore = serverSystemMs()
   const logBefore = m.outputBytes?.() ?? 0
   m.onMeasuredStart?.()
   const run = await runClosedLoop({ origin: m.origin, path: m.path, jobs: m.jobs, concurrency: m.concurrency, check: m.check })
   const after = Object.fromEntries(Object.entries(groups).map(([k, read]) => [k, read()]))
-  const systemAfter = systemCpuMs(m.serverPid)
+  const systemAfter = serverSystemMs()
   const logAfter = m.outputBytes?.() ?? 0
   const heightAfter = await blockNumber(m.rpcUrl)
   const peaks = m.sampler.stop()
@@ -107,9 +110,11 @@ export const measure = async (infra: Infra, m: Measured): Promise<PhaseResult> =
  * The server's RSS every 200 ms (cheap: /proc/<pid>/status); PostgreSQL's PSS only every 2 s, since reading
  * smaps_rollup of ~25 processes costs the bench process real CPU.
  */
-export const samplerFor = (infra: Infra, serverPid: number, withPostgres: boolean): Sampler => {
+export const samplerFor = (infra: Infra, serverPid: number, withPostgres: boolean, tree = false): Sampler => {
   const pgPid = postmasterPid(infra.pgDir)
-  const server = new RssSampler({ server: () => memoryKb(serverPid)?.rss ?? 0 }, 200)
+  // Several processes: the sum of their RSS (each worker is a whole Node heap; little of it is shared).
+  const rss = tree ? () => processTree(serverPid).reduce((sum, pid) => sum + (memoryKb(pid)?.rss ?? 0), 0) : () => memoryKb(serverPid)?.rss ?? 0
+  const server = new RssSampler({ server: rss }, 200)
   const postgres = withPostgres ? new RssSampler({ postgres: () => (pgPid > 0 ? treePssKb(pgPid) : 0) }, 2_000) : undefined
   return { stop: () => ({ ...server.stop(), ...(postgres?.stop() ?? {}) }) }
 }

@@ -17,6 +17,12 @@ export const PARAMS = {
     { concurrency: 1, warmup: intEnv("BENCH_C1_WARMUP", 50), requests: intEnv("BENCH_C1_REQUESTS", 300) },
     { concurrency: 32, warmup: intEnv("BENCH_C32_WARMUP", 200), requests: intEnv("BENCH_C32_REQUESTS", 1500) }
   ],
+  /** WEB_CONCURRENCY of the marketplace phase (BENCH_WEB_CONCURRENCY, 1..16): its server processes on one port. */
+  webConcurrency: (() => {
+    const n = intEnv("BENCH_WEB_CONCURRENCY", 1)
+    if (n < 1 || n > 16) throw new Error("BENCH_WEB_CONCURRENCY must be between 1 and 16")
+    return n
+  })(),
   agentMode: process.env["BENCH_AGENT"] === "inline" ? ("inline" as const) : ("child" as const),
   profile: (() => {
     const value = process.env["BENCH_PROFILE"] ?? "auto"

@@ -44,6 +44,9 @@ export const renderReport = (r: BenchReport): string => {
     `- **direct**: the trivial agent (\`bench/agent.ts\`, node:http, answers \`{"echo": input}\`, ${r.params.agentMode === "child" ? "its own process" : "inside the bench process"}).`,
     "- **paywall**: `bench/paywall.ts`, a bare node:http server: `PaymentVerifier.verify(header, price)` from layers/PaymentVerifier.ts, then `transferWithAuthorization` from its own key (waits for the receipt), built with its Effect layer on the same devnet wiring as the service (`DEVNET_RPC_URL`), then the body is forwarded to the agent with undici and its JSON returned. Nothing else.",
     "- **marketplace**: `node --import tsx src/main.ts` with `DEVNET_RPC_URL`, `DATABASE_URL`, `RATE_LIMIT_*_PER_WINDOW=100000000`, `HEALTH_PROBE_INTERVAL_MS=3600000`, everything else default (`DATABASE_POOL_SIZE` 20). `POST /api/v1/execute` to one agent pinned to trust tier *premium* (instant release), capability `echo` with `{type: \"object\"}` input/output schemas; every answer is checked to be `completed`, `settled` and to carry the echo.",
+    ...((r.params.webConcurrency ?? 1) > 1
+      ? [`- **WEB_CONCURRENCY=${r.params.webConcurrency}** for the marketplace phases: a primary and ${r.params.webConcurrency} worker processes on one port; its CPU and RSS are those of the whole process tree (RSS summed).`]
+      : []),
     "- Chain: one anvil (`startDevnet`, automine, chain id 84532) for the whole run; every paid phase starts from the same `evm_snapshot` (see *Settlement*). Database: one embedded PostgreSQL 18 started by the bench (`startEmbeddedPostgres`, the service's own flags: durable, fsync on) and passed as `DATABASE_URL`, so the service does not start its own.",
     "- Memory: RSS of the server process under test, sampled every 200 ms from its start to the end of its phase (the agent for *direct*); CPU: utime+stime from /proc over the measured requests.",
     ""

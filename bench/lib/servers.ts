@@ -122,11 +122,29 @@ export const waitHealthy = async (origin: string, child: Child, timeoutMs = 120_
   }
 }
 
+/** A primary answers /health once its first worker listens: wait for its line saying that every worker does. */
+const allWorkersListening = async (child: Child, timeoutMs = 120_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!/server workers listening on /.test(child.output())) {
+    if (!child.alive()) throw new BenchError(`${child.name} exited during start-up:\n${child.output()}`)
+    if (Date.now() > deadline) throw new BenchError(`${child.name}: not every worker listened within ${timeoutMs} ms:\n${child.output()}`)
+    await sleep(100)
+  }
+}
+
 export const startMarketplace = async (
   infra: Infra,
-  options: { readonly name: string; readonly rpcUrl?: string; readonly databaseUrl?: string; readonly nodeArgs?: ReadonlyArray<string> }
+  options: {
+    readonly name: string
+    readonly rpcUrl?: string
+    readonly databaseUrl?: string
+    readonly nodeArgs?: ReadonlyArray<string>
+    /** WEB_CONCURRENCY: >1 runs a primary and that many workers on the port (the primary is `child`). */
+    readonly webConcurrency?: number
+  }
 ): Promise<Server> => {
   const port = await freePort()
+  const workers = options.webConcurrency ?? 1
   const child = spawnChild(options.name, process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", "src/main.ts"], {
     env: {
       ...baseEnv(),
@@ -138,11 +156,13 @@ export const startMarketplace = async (
       OPERATOR_TOKEN: PARAMS.operatorToken,
       RATE_LIMIT_AGENT_PER_WINDOW: "100000000",
       RATE_LIMIT_CLIENT_PER_WINDOW: "100000000",
-      HEALTH_PROBE_INTERVAL_MS: "3600000"
+      HEALTH_PROBE_INTERVAL_MS: "3600000",
+      ...(workers > 1 ? { WEB_CONCURRENCY: String(workers) } : {})
     }
   })
   const origin = `http://127.0.0.1:${port}`
   await waitHealthy(origin, child)
+  if (workers > 1) await allWorkersListening(child)
   return { child, origin }
 }
 

@@ -96,6 +96,8 @@ export interface BenchReport {
   readonly params: {
     readonly levels: ReadonlyArray<{ readonly concurrency: number; readonly warmup: number; readonly requests: number }>
     readonly agentMode: "child" | "inline"
+    /** The marketplace phase's WEB_CONCURRENCY (absent in reports from before it existed: 1). */
+    readonly webConcurrency?: number
     readonly price: string
     readonly settlementProbe: { readonly sequential: number; readonly concurrent: number; readonly inFlight: number }
     readonly diagnostics: { readonly roundTripRequests: number; readonly profileWarmup: number; readonly profileRequests: number; readonly profileConcurrency: number }

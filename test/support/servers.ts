@@ -10,7 +10,8 @@ const root = fileURLToPath(new URL("../..", import.meta.url))
 /** Settings a developer's shell might carry into the tests: each server gets the ones its test states. */
 const SETTINGS = [
   "PORT", "HOST", "DATA_DIR", "DATABASE_URL", "CHAIN_RPC_URL", "DEVNET_RPC_URL", "DEVNET_PORT", "USDC_ADDRESS", "TREASURY_PRIVATE_KEY",
-  "TREASURY_ADDRESS", "FACILITATOR_URL", "OPERATOR_TOKEN", "X402_NETWORK", "PUBLIC_BASE_URL", "BACKGROUND_WORKERS", "WEBHOOK_ATTEMPT_TIMEOUT_MS"
+  "TREASURY_ADDRESS", "FACILITATOR_URL", "OPERATOR_TOKEN", "X402_NETWORK", "PUBLIC_BASE_URL", "BACKGROUND_WORKERS", "WEBHOOK_ATTEMPT_TIMEOUT_MS",
+  "WEB_CONCURRENCY", "LOG_FORMAT"
 ]
 const inheritedEnv = () => Object.fromEntries(Object.entries(process.env).filter(([name]) => !SETTINGS.includes(name)))
 
