@@ -43,7 +43,7 @@ export const renderReport = (r: BenchReport): string => {
     `- Order per concurrency: direct, paywall, marketplace. The paywall and the marketplace are started fresh for their phase and stopped after it (never at the same time: both settle from dev account 0).`,
     `- **direct**: the trivial agent (\`bench/agent.ts\`, node:http, answers \`{"echo": input}\`, ${r.params.agentMode === "child" ? "its own process" : "inside the bench process"}).`,
     "- **paywall**: `bench/paywall.ts`, a bare node:http server: `PaymentVerifier.verify(header, price)` from layers/PaymentVerifier.ts, then `transferWithAuthorization` from its own key (waits for the receipt), built with its Effect layer on the same devnet wiring as the service (`DEVNET_RPC_URL`), then the body is forwarded to the agent with undici and its JSON returned. Nothing else.",
-    "- **marketplace**: `node --import tsx src/main.ts` with `DEVNET_RPC_URL`, `DATABASE_URL`, `RATE_LIMIT_*_PER_WINDOW=100000000`, `HEALTH_PROBE_INTERVAL_MS=3600000`, everything else default (`DATABASE_POOL_SIZE` 20). `POST /api/v1/execute` to one agent pinned to trust tier *premium* (instant release), capability `echo` with `{type: \"object\"}` input/output schemas; every answer is checked to be `completed`, `settled` and to carry the echo.",
+    "- **marketplace**: as `npm start` runs it (`node --max-old-space-size=256 src/tools/start.mjs`: the esbuild bundle) with `DEVNET_RPC_URL`, `DATABASE_URL`, `RATE_LIMIT_*_PER_WINDOW=100000000`, `HEALTH_PROBE_INTERVAL_MS=3600000`, everything else default (`DATABASE_POOL_SIZE` 20). `POST /api/v1/execute` to one agent pinned to trust tier *premium* (instant release), capability `echo` with `{type: \"object\"}` input/output schemas; every answer is checked to be `completed`, `settled` and to carry the echo. Every feature on: the agent's owner has a `*` webhook to a loopback receiver in the bench process (each call's payment.received, execution.completed and escrow.released are delivered), `/metrics` is scraped every 5 s; chains, disputes and MCP are served by the same process (idle here).",
     ...((r.params.webConcurrency ?? 1) > 1
       ? [`- **WEB_CONCURRENCY=${r.params.webConcurrency}** for the marketplace phases: a primary and ${r.params.webConcurrency} worker processes on one port; its CPU and RSS are those of the whole process tree (RSS summed).`]
       : []),
@@ -106,6 +106,7 @@ export const renderReport = (r: BenchReport): string => {
     "",
     `- Throughput at concurrency ${t.throughput.concurrency}: the marketplace reaches **${pct(t.throughput.ratio)}** of the minimal paywall (goal ≥ ${pct(t.throughput.goal)}): **${t.throughput.met ? "met" : "not met"}**.`,
     `- Latency at concurrency ${t.latency.concurrency}: the marketplace adds **${signed(t.latency.addedP50Ms, 2)} ms** p50 over the paywall (goal ≤ ${t.latency.goalMs} ms): **${t.latency.met ? "met" : "not met"}**.`,
+    `- Memory at concurrency ${t.memory.concurrency}: the marketplace's peak RSS is **${t.memory.peakMiB.toFixed(0)} MiB** (goal ≤ ${t.memory.goalMiB} MiB): **${t.memory.met ? "met" : "not met"}**.`,
     ""
   )
 
@@ -253,7 +254,7 @@ export const renderReport = (r: BenchReport): string => {
         pr.marketplace.topSelf.map((x) => [`\`${x.name.replace(/\|/g, "\\|")}\``, f2(perReq(pr.marketplace, x.ms)), `${x.pct.toFixed(1)}%`])
       ),
       "",
-      "Marketplace, time with a frame of our own files on the stack, by file (a lower bound of their work: Effect runs what our generators yield from its own fiber loop, outside these frames; line numbers in the tables are those of the tsx-transformed code):",
+      "Marketplace, time with a frame of our own files on the stack, by file (a lower bound of their work: Effect runs what our generators yield from its own fiber loop, outside these frames; line numbers in the tables are those of the bundle):",
       "",
       table(
         ["file", "ms/request", "share"],

@@ -145,7 +145,8 @@ export const startMarketplace = async (
 ): Promise<Server> => {
   const port = await freePort()
   const workers = options.webConcurrency ?? 1
-  const child = spawnChild(options.name, process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", "src/main.ts"], {
+  // As `npm start` runs it: the bundle (rebuilt first in a child process when a source changed), a 256 MiB old generation.
+  const child = spawnChild(options.name, process.execPath, [...(options.nodeArgs ?? []), "--max-old-space-size=256", "src/tools/start.mjs"], {
     env: {
       ...baseEnv(),
       DEVNET_RPC_URL: options.rpcUrl ?? infra.rpcUrl,

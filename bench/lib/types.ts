@@ -116,6 +116,7 @@ export interface BenchReport {
   readonly targets: {
     readonly throughput: { readonly concurrency: number; readonly ratio: number; readonly goal: number; readonly met: boolean }
     readonly latency: { readonly concurrency: number; readonly addedP50Ms: number; readonly goalMs: number; readonly met: boolean }
+    readonly memory: { readonly concurrency: number; readonly peakMiB: number; readonly goalMiB: number; readonly met: boolean }
   }
   readonly diagnostics?: DiagnosticsResult
 }
