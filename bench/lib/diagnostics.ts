@@ -46,7 +46,7 @@ const profileRun = async (
   const { profileWarmup, profileRequests, profileConcurrency } = PARAMS.diagnostics
   const server = target === "paywall"
     ? await startPaywall(infra, { name: "paywall (profiled)", nodeArgs })
-    : await startMarketplace(infra, { name: "marketplace (profiled)", nodeArgs })
+    : await startMarketplace(infra, { name: "marketplace (profiled)", nodeArgs, fromSource: true })
   try {
     const payments = await sign(profileWarmup + profileRequests)
     const jobs = target === "paywall" ? paywallJobs(payments, 0) : marketplaceJobs(agentId, payments, 0)

@@ -254,7 +254,7 @@ export const renderReport = (r: BenchReport): string => {
         pr.marketplace.topSelf.map((x) => [`\`${x.name.replace(/\|/g, "\\|")}\``, f2(perReq(pr.marketplace, x.ms)), `${x.pct.toFixed(1)}%`])
       ),
       "",
-      "Marketplace, time with a frame of our own files on the stack, by file (a lower bound of their work: Effect runs what our generators yield from its own fiber loop, outside these frames; line numbers in the tables are those of the bundle):",
+      "Marketplace, time with a frame of our own files on the stack, by file (a lower bound of their work: Effect runs what our generators yield from its own fiber loop, outside these frames; the profiled marketplace runs from the sources through tsx, not the bundle, so that frames name our files and the packages; line numbers are those of the tsx-transformed code):",
       "",
       table(
         ["file", "ms/request", "share"],

@@ -141,12 +141,15 @@ export const startMarketplace = async (
     readonly nodeArgs?: ReadonlyArray<string>
     /** WEB_CONCURRENCY: >1 runs a primary and that many workers on the port (the primary is `child`). */
     readonly webConcurrency?: number
+    /** From the sources through tsx instead of the bundle (CPU profiles then name our files and the packages). */
+    readonly fromSource?: boolean
   }
 ): Promise<Server> => {
   const port = await freePort()
   const workers = options.webConcurrency ?? 1
   // As `npm start` runs it: the bundle (rebuilt first in a child process when a source changed), a 256 MiB old generation.
-  const child = spawnChild(options.name, process.execPath, [...(options.nodeArgs ?? []), "--max-old-space-size=256", "src/tools/start.mjs"], {
+  const entry = options.fromSource === true ? ["--import", "tsx", "src/main.ts"] : ["--max-old-space-size=256", "src/tools/start.mjs"]
+  const child = spawnChild(options.name, process.execPath, [...(options.nodeArgs ?? []), ...entry], {
     env: {
       ...baseEnv(),
       DEVNET_RPC_URL: options.rpcUrl ?? infra.rpcUrl,

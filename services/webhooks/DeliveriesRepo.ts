@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import { rowsOf } from "../sql/Rows.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 
 export const DeliveryRow = Schema.Struct({
   id: Schema.String,
@@ -123,7 +124,7 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
         RETURNING *`)
 
     const addAttempt = (a: { readonly deliveryId: string; readonly attemptNumber: number; readonly responseStatus: number | null; readonly responseBody: string | null; readonly errorMessage: string | null; readonly responseTimeMs: number; readonly at: Date }) =>
-      sql`INSERT INTO webhook_attempts ${sql.insert({
+      UnitOfWork.write(sql, ["webhook_attempts"], sql`INSERT INTO webhook_attempts ${sql.insert({
         id: newId("att"),
         deliveryId: a.deliveryId,
         attemptNumber: a.attemptNumber,
@@ -132,7 +133,7 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
         errorMessage: a.errorMessage,
         responseTimeMs: a.responseTimeMs,
         createdAt: a.at
-      })} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`.pipe(Effect.asVoid)
+      })} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`)
 
     const bySubscription = (subscriptionId: string, limit: number, offset: number) =>
       subscriptionDeliveries(sql`SELECT * FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`)

@@ -7,6 +7,7 @@ import { request } from "undici"
 import { causes, errorCode } from "../../layers/outbound/errors.js"
 import { BlockedAddressError, OutboundPool } from "../../layers/outbound/Pool.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { MachineHost } from "../../machines/Host.js"
 import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
 import { WebhookSecrets } from "./Secrets.js"
@@ -93,9 +94,9 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
         return { attempt, at, elapsed: Math.max(0, Math.round(at - started)), outcome } satisfies AttemptResult
       })
 
-    /** Logs one attempt and steps the delivery's machine, in one transaction. */
+    /** Logs one attempt and steps the delivery's machine, in one transaction (its writes sent as one statement). */
     const record = (delivery: DeliveryRow, result: AttemptResult) =>
-      sql.withTransaction(
+      UnitOfWork.transaction(sql)(
         Effect.gen(function* () {
           const { attempt, at, elapsed, outcome } = result
           const status = Either.isRight(outcome) ? outcome.right.status : null
