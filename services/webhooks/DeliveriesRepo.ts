@@ -94,6 +94,17 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
         return inserted.length === 0 ? Option.none<string>() : Option.some(id)
       })
 
+    /** Deliveries of events to subscriptions, in one statement (an event that already has one at a subscription is skipped). */
+    const insertAll = (ds: ReadonlyArray<NewDelivery & { readonly subscriptionId: string }>) =>
+      ds.length === 0
+        ? Effect.void
+        : sql`INSERT INTO webhook_deliveries ${sql.insert(ds.map((d) => ({
+          ...row(newId("del"), d),
+          target: "subscription",
+          subscriptionId: d.subscriptionId,
+          requeuedFrom: null
+        })))} ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
+
     /** A post of an execution's result to its callback URL (read from the execution, in the caller's transaction). */
     const insertCallback = (executionId: string, d: NewDelivery) =>
       sql`INSERT INTO webhook_deliveries (id, target, execution_id, url, event_id, event_type, body, status, machine_snapshot, next_attempt_at, created_at)
@@ -146,6 +157,6 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
     const lockDeadLetter = (id: string) =>
       Effect.map(deadLetters(sql`SELECT * FROM webhook_dead_letters WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
 
-    return { find, lock, insert, insertCallback, latestCallback, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
+    return { find, lock, insert, insertAll, insertCallback, latestCallback, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
   })
 }) {}

@@ -8,7 +8,7 @@ import { deliveryMachine } from "../../machines/webhookDelivery.js"
 import { DeliveriesRepo } from "./DeliveriesRepo.js"
 import { matches, WEBHOOK_EVENTS } from "./events.js"
 import { WebhooksRepo } from "./Repo.js"
-import { Sender } from "./Sender.js"
+import { SEND_BATCH, Sender } from "./Sender.js"
 
 const OutboxRow = Schema.Struct({ id: Schema.String, eventType: Schema.String, agentId: Schema.NullOr(Schema.String), payload: Schema.Unknown, createdAt: Schema.DateFromSelf })
 
@@ -28,6 +28,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
         const now = yield* Clock.currentTimeMillis
         const snapshot = startMachine(deliveryMachine, {}).persisted
         const byAgent = new Map<string, ReadonlyArray<{ readonly id: string; readonly events: ReadonlyArray<string>; readonly isActive: boolean }>>()
+        const created: Array<Parameters<typeof deliveries.insertAll>[0][number]> = []
         for (const event of events) {
           // Only the spec's events are delivered (internal ones such as agent.updated stay in the outbox).
           if (event.agentId === null || !WEBHOOK_EVENTS.some((e) => e === event.eventType)) continue
@@ -36,9 +37,12 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
           const body = JSON.stringify({ event: event.eventType, timestamp: event.createdAt.toISOString(), data: event.payload })
           for (const sub of subs) {
             if (!sub.isActive || !matches(sub.events, event.eventType)) continue
-            yield* deliveries.insert({ subscriptionId: sub.id, eventId: event.id, eventType: event.eventType, body, snapshot, at: new Date(now) })
+            created.push({ subscriptionId: sub.id, eventId: event.id, eventType: event.eventType, body, snapshot, at: new Date(now) })
           }
         }
+        // One statement for all of them (one round trip per pass, not one per delivery: under load the inserts were
+        // what kept the sender from keeping up).
+        yield* deliveries.insertAll(created)
         yield* sql`UPDATE outbox_events SET dispatched_at = ${new Date(now)} WHERE id IN ${sql.in(events.map((e) => e.id))}`
         return events.length
       })
@@ -60,7 +64,9 @@ export const WebhooksWorkerLive = Layer.scopedDiscard(
       Effect.catchAllCause((cause) => Effect.logWarning("outbox LISTEN stopped; polling only", cause)),
       Effect.forkScoped
     )
-    const pass = Effect.zipRight(dispatcher.dispatchDue, dispatcher.sendDue).pipe(Effect.catchAllCause((cause) => Effect.logError("webhook pass failed", cause)))
+    // A full claim means more is due: send again at once (up to 10 batches) before waiting for the next event or tick.
+    const sendBacklog = dispatcher.sendDue.pipe(Effect.repeat({ while: (claimed) => claimed >= SEND_BATCH, times: 9 }))
+    const pass = Effect.zipRight(dispatcher.dispatchDue, sendBacklog).pipe(Effect.catchAllCause((cause) => Effect.logError("webhook pass failed", cause)))
     yield* pass.pipe(
       Effect.zipRight(Effect.raceFirst(Queue.take(wake), Effect.sleep(Duration.seconds(1)))),
       Effect.forever,

@@ -19,6 +19,8 @@ export const ATTEMPT_TIMEOUT_MS = 10_000
 /** A claimed delivery is leased for the attempt's limit plus this margin (to record the outcome) before another pass may take it. */
 export const LEASE_MARGIN_MS = 5_000
 const RESPONSE_EXCERPT_BYTES = 1_024
+/** Deliveries one pass claims (and posts 8 at a time); the worker runs passes back to back while they come back full. */
+export const SEND_BATCH = 20
 
 /**
  * WEBHOOK_ATTEMPT_TIMEOUT_MS: the attempt limit (and with it the lease). Not user-facing: the spec's 10 s is the default
@@ -134,7 +136,7 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
     /** One pass over due deliveries of both kinds (leased: another process skips them while this one posts). */
     const sendDue = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      const due = yield* deliveries.claimDue(now, leaseMs, 20)
+      const due = yield* deliveries.claimDue(now, leaseMs, SEND_BATCH)
       yield* Effect.forEach(due, (delivery) =>
         send(delivery).pipe(Effect.catchAllCause((cause) => Effect.logError(`delivery ${delivery.id} failed; retried after its lease`, cause))), { concurrency: 8, discard: true })
       return due.length
