@@ -11,17 +11,15 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { parseAbiItem } from "viem"
-import type { PrivateKeyAccount } from "viem/accounts"
 import { beforeAll, inject } from "vitest"
 import { freePort } from "../../layers/embeddedPostgres.js"
 import { fakeAgent } from "../support/agents.js"
 import { authorizationUsed, call, devAccount, paidCall, publicClient, TREASURY, usdcBalance } from "../support/clients.js"
-import { registration } from "../support/fixtures.js"
 import { freshDatabase } from "../support/harness.js"
-import { echoCapability } from "../support/scenario.js"
+import { PROCESS_OPERATOR_TOKEN, registerAgentAt } from "../support/processes.js"
 import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
 
-const OPERATOR_TOKEN = "cluster-test-operator-token-0123456789"
+const OPERATOR_TOKEN = PROCESS_OPERATOR_TOKEN
 const PRICE = 11_000n // the echo capability's 0.01 + the platform's 0.001 (premium tier: released at once)
 
 beforeAll(ensureBundle, 180_000)
@@ -66,16 +64,6 @@ const served = (server: ServerProcess) =>
     } catch {
       return []
     }
-  })
-
-const registerAgent = (server: ServerProcess, owner: PrivateKeyAccount, url: string) =>
-  Effect.promise(async () => {
-    const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities: [echoCapability()], endpoints: { execution: url } }) })
-    if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
-    const id = String(created.body.data.id)
-    const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, { method: "POST", json: { tier: "premium" }, headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })
-    if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
-    return id
   })
 
 /** `count` paid executions at once (each its own connection, so the primary hands them to both workers); their statuses. */
@@ -149,7 +137,7 @@ describe("WEB_CONCURRENCY=2: several server processes on one port", () => {
       })
       const pids = yield* workerPids(server)
       expect(pids).toHaveLength(2)
-      const agentId = yield* registerAgent(server, devAccount(1), (yield* fakeAgent("echo")).url)
+      const agentId = yield* registerAgentAt(server, devAccount(1), (yield* fakeAgent("echo")).url)
 
       // Both workers answer paid executions (batches at once until each has served one; the first batch usually does).
       let statuses: Array<number | string> = []
