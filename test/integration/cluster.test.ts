@@ -9,14 +9,13 @@ import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import pg from "pg"
 import { parseAbiItem } from "viem"
 import { beforeAll, inject } from "vitest"
 import { freePort } from "../../layers/embeddedPostgres.js"
 import { fakeAgent } from "../support/agents.js"
 import { authorizationUsed, call, devAccount, paidCall, publicClient, TREASURY, usdcBalance } from "../support/clients.js"
 import { freshDatabase } from "../support/harness.js"
-import { PROCESS_OPERATOR_TOKEN, registerAgentAt } from "../support/processes.js"
+import { PROCESS_OPERATOR_TOKEN, registerAgentAt, sharedSettings } from "../support/processes.js"
 import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
 
 const OPERATOR_TOKEN = PROCESS_OPERATOR_TOKEN
@@ -114,27 +113,9 @@ const processTree = async (pid: number) => {
 describe("WEB_CONCURRENCY=2: several server processes on one port", () => {
   it.scopedLive("two workers serve paid executions, each payment once and the ledger equal to the chain; a worker killed with SIGKILL is replaced while the other serves", () =>
     Effect.gen(function* () {
-      const db = yield* freshDatabase
-      const dataDir = yield* tempDir
-      const client = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const c = new pg.Client(db.url)
-          await c.connect()
-          return c
-        }),
-        (c) => Effect.promise(() => c.end())
-      )
-      const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
-        Effect.promise(() => client.query<R>(text, [...values]).then((r) => r.rows))
+      const { env, query } = yield* sharedSettings({ WEB_CONCURRENCY: "2", LOG_FORMAT: "json" })
       const startBlock = yield* Effect.promise(() => publicClient().getBlockNumber())
-      const server = yield* serverProcess({
-        WEB_CONCURRENCY: "2",
-        LOG_FORMAT: "json",
-        DATABASE_URL: db.url,
-        DEVNET_RPC_URL: inject("rpcUrl"),
-        DATA_DIR: dataDir,
-        OPERATOR_TOKEN
-      })
+      const server = yield* serverProcess(env)
       const pids = yield* workerPids(server)
       expect(pids).toHaveLength(2)
       const agentId = yield* registerAgentAt(server, devAccount(1), (yield* fakeAgent("echo")).url)
