@@ -1,8 +1,9 @@
 // Sends settlements as treasury transactions. With a SettlementBatcher, settlements are group-committed: an idle settler
 // sends a payment at once (alone: a plain transferWithAuthorization); while a transaction is in flight the next payments
-// wait and go together, as one batch, when it is mined. Without a batcher, one transaction per payment, concurrently.
+// wait and go together, as one batch, when it is mined (a full batch goes out beside the one in flight). Without a
+// batcher, one transaction per payment, concurrently.
 import { SqlClient } from "@effect/sql"
-import { Cause, Chunk, Config, Deferred, Effect, Option, Queue } from "effect"
+import { Cause, Chunk, Config, Deferred, Effect, FiberSet, Option, Queue, Ref } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -12,6 +13,12 @@ import { PaymentsRepo } from "./Repo.js"
 
 /** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
 const SETTLEMENT_GAS = 150_000n
+
+/**
+ * Batch transactions in flight at once from the treasury: the second one only for a full batch (consecutive nonces; the
+ * chain mines them in order). Under a backlog this overlaps one batch's signing and storing with the other's mining.
+ */
+const MAX_IN_FLIGHT = 2
 
 /** What became of a payment handed to the settler. */
 export type Sent =
@@ -46,6 +53,9 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
     const batcher = writer.enabled && maxBatch > 1 ? chain.batcher : Option.none()
     /** The settler is the only one waiting for a batch's receipt: on a devnet (a block per transaction) it asks often. */
     const receiptPollMs = chain.mode === "devnet" ? 5 : undefined
+
+    /** Batch transactions in flight and their recordings (interrupted when the service stops). */
+    const groups = yield* FiberSet.make()
 
     /** `pollMs`: set when the caller is the group commit's loop, the only one waiting for a receipt. */
     const sendOne = (paymentId: string, p: VerifiedPayment, pollMs?: number): Effect.Effect<Sent> =>
@@ -84,7 +94,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         const outcome: TxOutcome = { _tag: "Mined", receipt: receipt.value }
         // The batch transaction is recorded once, beside the next batch (not in its way); should this fail, the
         // treasury worker records it after its lease. Its payments are recorded by their callers.
-        yield* Effect.fork(sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
+        yield* FiberSet.run(groups, sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
           Effect.catchAll((e) => Effect.logWarning(`settlement batch ${tx.id}: recording its receipt failed, the treasury worker will: ${e.message}`))
         ))
         const paid = paidInBatch(chain, address, receipt.value, payments)
@@ -102,23 +112,48 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
       Effect.forEach(group, (w, i) => Deferred.succeed(w.done, sent(i)), { discard: true })
     const stopping = notSent("the service is stopping; the recovery workers finish this settlement")
 
-    /** One turn: the first waiting payment (blocks while idle), and whoever queued behind it, up to the batch size. */
+    /** One group's transaction (alone when it holds one payment), its payments released with what became of them. */
+    const settleGroup = (address: `0x${string}`, group: ReadonlyArray<Waiting>) =>
+      Effect.gen(function* () {
+        const [first] = group
+        const sent = group.length === 1 && first !== undefined
+          ? [yield* sendOne(first.paymentId, first.payment, receiptPollMs)]
+          : yield* sendBatch(address, group)
+        yield* release(group, (i) => sent[i] ?? notSent("no result for this payment"))
+      }).pipe(
+        // A defect here is a crash at some step (tests inject them): whatever was stored is the workers' to finish.
+        Effect.catchAllCause((cause) =>
+          Effect.zipRight(
+            Effect.logError(`settlement of ${group.length} payment(s) interrupted; the recovery workers finish it`, cause),
+            release(group, () => notSent(`the settlement was interrupted: ${String(Cause.squash(cause))}`.slice(0, 300)))
+          )),
+        Effect.onInterrupt(() => release(group, () => stopping))
+      )
+
+    /** Transactions in flight, and a signal (coalesced) that a payment queued or a transaction finished. */
+    const inFlight = yield* Ref.make(0)
+    const wake = yield* Queue.sliding<void>(1)
+
+    /**
+     * Whether the next group goes out now: when nothing is in flight (an idle settler sends at once, whatever is
+     * waiting), or when a full batch is waiting and fewer than MAX_IN_FLIGHT are out (a full batch gains nothing by
+     * waiting; a partial one fills up behind the transaction in flight).
+     */
+    const ready = Effect.gen(function* () {
+      const out = yield* Ref.get(inFlight)
+      const size = yield* Queue.size(queue)
+      return size > 0 && (out === 0 || (out < MAX_IN_FLIGHT && size >= maxBatch))
+    })
+
+    /** One turn: waits until a group may go, then sends it beside the one in flight (if any). */
     const turn = (address: `0x${string}`) =>
       Effect.gen(function* () {
-        const first = yield* Queue.take(queue)
-        const group = [first, ...Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, maxBatch - 1))]
-        yield* Effect.gen(function* () {
-          const sent = group.length === 1 ? [yield* sendOne(first.paymentId, first.payment, receiptPollMs)] : yield* sendBatch(address, group)
-          yield* release(group, (i) => sent[i] ?? notSent("no result for this payment"))
-        }).pipe(
-          // A defect here is a crash at some step (tests inject them): whatever was stored is the workers' to finish.
-          Effect.catchAllCause((cause) =>
-            Effect.zipRight(
-              Effect.logError(`settlement of ${group.length} payment(s) interrupted; the recovery workers finish it`, cause),
-              release(group, () => notSent(`the settlement was interrupted: ${String(Cause.squash(cause))}`.slice(0, 300)))
-            )),
-          Effect.onInterrupt(() => release(group, () => stopping))
-        )
+        while (!(yield* ready)) yield* Queue.take(wake)
+        const group = Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, maxBatch))
+        yield* Ref.update(inFlight, (n) => n + 1)
+        yield* FiberSet.run(groups, settleGroup(address, group).pipe(
+          Effect.ensuring(Effect.zipRight(Ref.update(inFlight, (n) => n - 1), Queue.offer(wake, undefined)))
+        ))
       })
 
     if (Option.isSome(batcher)) {
@@ -134,6 +169,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         : Effect.gen(function* () {
           const done = yield* Deferred.make<Sent>()
           yield* Queue.offer(queue, { paymentId, payment: p, done })
+          yield* Queue.offer(wake, undefined)
           return yield* Deferred.await(done)
         })
 

@@ -183,6 +183,44 @@ layer(
     }))
 })
 
+const fullGate = makeGate()
+
+layer(
+  TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "1000", SETTLEMENT_BATCH_MAX: "4" }, { faults: { afterBroadcast: fullGate.afterBroadcast } }),
+  { excludeTestServices: true }
+)("group-commit settlement with a backlog", (it) => {
+  it.scoped("a full batch goes out beside the transaction in flight; a partial one waits for it", () =>
+    Effect.gen(function* () {
+      const payments = yield* Payments
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium" })
+      const M = 11
+      fullGate.arm()
+      const fiber = yield* Effect.fork(Effect.forEach(
+        Array.from({ length: M }, (_, i) => i),
+        (i) => execute(devAccount(2 + (i % 4)), { targetAgentId: agentId, capabilityId: "echo", input: { text: `m${i}` } }),
+        { concurrency: "unbounded" }
+      ))
+      // The first payment is held in flight. Of the ten behind it, full batches of 4 go out one at a time beside it
+      // (at most two transactions in flight): two batches are mined while it is held, and the last two payments wait.
+      const { sql } = yield* TestEnv
+      const batches = sql<{ n: number }>`SELECT count(*)::int AS n FROM treasury_txs WHERE purpose = 'settlement_batch' AND state = 'confirmed'`
+      yield* eventually("two full batches mined beside the held settlement", Effect.map(batches, (r) => r[0]?.n === 2))
+      yield* eventually("the last two payments waiting", Effect.map(payments.settlementQueue.waiting, (n) => n === 2))
+      const held = yield* sql<{ state: string }>`SELECT state FROM treasury_txs WHERE purpose = 'settlement' AND state <> 'confirmed'`
+      expect(held).toHaveLength(1)
+      fullGate.open()
+      const ids = (yield* Fiber.join(fiber)).map((r) => String(r.body.data?.requestId))
+      const rows = yield* settlementsOf(ids)
+      expect(rows.every((r) => r.status === "settled" && r.txHash === r.treasuryHash)).toBe(true)
+      const sizes = new Map<string, number>()
+      for (const r of rows) sizes.set(r.txHash ?? "", (sizes.get(r.txHash ?? "") ?? 0) + 1)
+      expect([...sizes.values()].sort()).toEqual([1, 2, 4, 4])
+      yield* bookedOnce(rows.map((r) => r.id))
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 60_000 })
+})
+
 /** A crash right after a batch's signed bytes are stored: the first time only. */
 const crashOnce = () => {
   let crashed = false
