@@ -97,11 +97,11 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     const find = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
 
     const linkTreasuryTx = (paymentId: string, txId: string) =>
-      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id = ${paymentId}`.pipe(Effect.asVoid)
+      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id = ${paymentId}`
 
     /** Every payment of a batch points at its transaction (in the database transaction that stores it). */
     const linkTreasuryTxMany = (paymentIds: ReadonlyArray<string>, txId: string) =>
-      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id IN ${sql.in(paymentIds)}`.pipe(Effect.asVoid)
+      sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id IN ${sql.in(paymentIds)}`
 
     /** The payments a treasury transaction settles (a batch's, or a single one's). */
     const byTreasuryTx = (txId: string) => rows(sql`SELECT * FROM payments WHERE treasury_tx_id = ${txId} ORDER BY id`)

@@ -66,7 +66,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           to: chain.usdc.address,
           data: singleCalldata(p),
           gas: SETTLEMENT_GAS,
-          link: (txId) => repo.linkTreasuryTx(paymentId, txId)
+          linkStatement: (txId) => repo.linkTreasuryTx(paymentId, txId)
         })
         const receipt = yield* writer.awaitReceipt(tx, undefined, pollMs)
         const outcome: TxOutcome = Option.match(receipt, { onNone: () => ({ _tag: "Pending" }), onSome: (r) => ({ _tag: "Mined", receipt: r }) })
@@ -87,7 +87,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           to: address,
           data: batchCalldata(chain.usdc.address, payments),
           gas: batchGas(group.length),
-          link: (txId) => repo.linkTreasuryTxMany(group.map((w) => w.paymentId), txId)
+          linkStatement: (txId) => repo.linkTreasuryTxMany(group.map((w) => w.paymentId), txId)
         })
         const receipt = yield* writer.awaitReceipt(tx, undefined, receiptPollMs)
         if (Option.isNone(receipt)) return group.map((): Sent => ({ _tag: "Batch", txId: tx.id, outcome: { _tag: "Pending" }, paid: false }))

@@ -6,6 +6,7 @@ import type { MachineSpec } from "../../machines/Host.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { AgentActivation } from "../agents/Activation.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { paymentSnapshot, type PaymentRow, PaymentsRepo } from "./Repo.js"
 
 const RetryDue = Schema.Struct({ type: Schema.Literal("RETRY_DUE"), at: Schema.Number })
@@ -56,7 +57,8 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             : event.type === "RETRY_NOW"
             ? event.at
             : null
-          yield* sql`UPDATE payments SET ${sql.update({
+          // In a unit of work (the paid path's final transaction) the update goes with its batch.
+          yield* UnitOfWork.update(sql, "payments", id, {
             status: step.state,
             machineSnapshot: JSON.stringify(step.persisted),
             updatedAt: new Date(event.at),
@@ -64,7 +66,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             ...(event.type === "FAILED_FINAL" ? { failureReason: event.reason } : {}),
             ...(event.type === "FAILED_TRANSIENT" ? { failureReason: event.error.slice(0, 500) } : {}),
             ...(nextAttemptAt === null ? {} : { nextAttemptAt: new Date(nextAttemptAt) })
-          })} WHERE id = ${id}`
+          })
         }),
       timerEvent: (stored) => Option.getRight(Schema.decodeUnknownEither(RetryDue)(stored))
     }

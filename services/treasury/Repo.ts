@@ -1,5 +1,5 @@
 // Treasury transactions in PostgreSQL: nonce allocation, the signed rows, their machine snapshots and leases.
-import { SqlClient, type SqlError } from "@effect/sql"
+import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { historyStatement } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
@@ -56,9 +56,9 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       readonly raw: string
       readonly hash: string
       readonly leaseUntil: Date
-    }) => {
+    }, also: ReadonlyArray<Statement.Fragment> = []) => {
       const start = startMachine(treasuryTxMachine, {})
-      // One round trip: the row and its first transition (neither reads the other).
+      // One round trip: the row, its first transition and `also` (statements that only need the row to exist, e.g. links).
       return batch(sql, [
         sql`INSERT INTO treasury_txs ${sql.insert({
           id: input.id,
@@ -73,7 +73,8 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
           machineSnapshot: JSON.stringify(start.persisted),
           leaseUntil: input.leaseUntil
         })}`,
-        historyStatement(sql, [{ machine: "treasury", actorId: input.id, event: { type: "SIGNED" }, from: null, to: start.state, at: Date.now() }])
+        historyStatement(sql, [{ machine: "treasury", actorId: input.id, event: { type: "SIGNED" }, from: null, to: start.state, at: Date.now() }]),
+        ...also
       ]).pipe(Effect.asVoid)
     }
 

@@ -1,6 +1,6 @@
 // The one writer of treasury transactions: a nonce from PostgreSQL, the signed bytes stored before they are broadcast,
 // rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
-import { SqlClient, type SqlError } from "@effect/sql"
+import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Clock, Config, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
 import { type Hex, keccak256, type TransactionReceipt } from "viem"
 import { Chain } from "../../layers/Chain.js"
@@ -111,6 +111,8 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       readonly gas: bigint
       /** Runs inside the transaction that stores the signed bytes (e.g. linking the row to its subject). */
       readonly link?: (txId: string) => Effect.Effect<void, SqlError.SqlError>
+      /** A write sent in the same statement as the row (no extra round trip): it may not read what that statement writes. */
+      readonly linkStatement?: (txId: string) => Statement.Fragment
     }) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
@@ -131,7 +133,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
               raw,
               hash,
               leaseUntil: new Date(now + TREASURY_LEASE_MS)
-            })
+            }, intent.linkStatement === undefined ? [] : [intent.linkStatement(id)])
             if (intent.link !== undefined) yield* intent.link(id)
             return { id, rawTx: raw, txHash: hash, nonce }
           })

@@ -5,6 +5,7 @@ import { Effect, Option } from "effect"
 import type { MachineSpec } from "../../machines/Host.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
+import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 
 export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow>
@@ -19,15 +20,16 @@ export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury
       lock: repo.lock,
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : { value: row.state, context: { broadcasts: 0, lastError: null } }),
       actions: {},
+      // In a unit of work (the paid path's final transaction) the update goes with its batch.
       save: (id, _row, step, event) =>
-        sql`UPDATE treasury_txs SET ${sql.update({
+        UnitOfWork.update(sql, "treasury_txs", id, {
           state: step.state,
           machineSnapshot: JSON.stringify(step.persisted),
           updatedAt: new Date(event.at),
           ...(event.type === "MINED" ? { blockNumber: event.block, minedAt: new Date(event.at) } : {}),
           ...(event.type === "BROADCAST_FAILED" ? { lastError: event.error } : {}),
           ...(event.type === "DROPPED" ? { lastError: event.reason } : {})
-        })} WHERE id = ${id}`.pipe(Effect.asVoid),
+        }),
       timerEvent: () => Option.none()
     }
     return { spec } as const
