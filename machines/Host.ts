@@ -73,6 +73,11 @@ export interface MachineSpec<M extends AnyStateMachine, Row, P extends ActionOf<
   readonly pure: ReadonlyArray<P>
   /** Locks the actor's row (SELECT … FOR UPDATE) in the caller's transaction. */
   readonly lock: (id: string) => Effect.Effect<Option.Option<Row>, SqlError.SqlError>
+  /**
+   * Locks several actors' rows in one statement, in a global order (SELECT … ORDER BY id FOR UPDATE), in the caller's
+   * transaction: what `MachineHost.lockAll` needs for this kind.
+   */
+  readonly lockAll?: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Row>, SqlError.SqlError>
   readonly snapshot: (row: Row) => PersistedSnapshot
   readonly actions: {
     readonly [N in HostActionName<M, P>]: Handler<ParamsOf<M, N>, ActionContext<M, Row>>
@@ -94,6 +99,8 @@ export interface MachineSpec<M extends AnyStateMachine, Row, P extends ActionOf<
 export interface Runner<E> {
   readonly deliver: (id: string, event: E, deliver: Deliver) => Effect.Effect<Option.Option<Delivered>, SqlError.SqlError>
   readonly deliverStored: (id: string, stored: unknown, deliver: Deliver) => Effect.Effect<Option.Option<Delivered>, SqlError.SqlError>
+  /** Locks the rows of `ids` in the caller's unit of work, where their next events step from them (the ids found). */
+  readonly lockAll: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, SqlError.SqlError>
 }
 export type Runners = { readonly [K in MachineKind]: Runner<MachineEvents[K]> }
 
@@ -188,6 +195,9 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
         const rows = stepped.get(unit) ?? new Map<string, Row>()
         rows.set(id, spec.next(row, step, event))
         stepped.set(unit, rows)
+      } else if (unit !== undefined) {
+        // A row `lockAll` left is stale once stepped: a later event locks and reads it again.
+        stepped.get(unit)?.delete(id)
       }
       const at = "at" in event && typeof event.at === "number" ? event.at : yield* Clock.currentTimeMillis
       yield* UnitOfWork.insert(sql, "machine_transitions", historyRows([{
@@ -201,8 +211,22 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
       yield* Effect.all(later, { discard: true })
       return Option.some<Delivered>({ from: step.from, state: step.state, changed: true })
     }).pipe(Effect.withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))
+  const lockAll = (ids: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const unit = Option.getOrUndefined(yield* UnitOfWork.current)
+      if (spec.lockAll === undefined || unit === undefined) {
+        return yield* Effect.dieMessage(`${kind} machine: lockAll needs the spec's lockAll and a unit-of-work transaction`)
+      }
+      const locked = yield* spec.lockAll(ids)
+      const rows = stepped.get(unit) ?? new Map<string, Row>()
+      // A row this unit already stepped is newer than the one just read.
+      for (const [id, row] of locked) if (!rows.has(id)) rows.set(id, row)
+      stepped.set(unit, rows)
+      return [...locked.keys()]
+    })
   return {
     deliver,
+    lockAll,
     deliverStored: (id, stored, deliverAny) =>
       Option.match(spec.timerEvent(stored), {
         onNone: () => Effect.as(Effect.logWarning(`${kind} ${id}: stored timer event not understood`), Option.none<Delivered>()),
@@ -226,6 +250,13 @@ export class MachineHost extends Effect.Service<MachineHost>()("machines/Machine
 
     /** One event in its own transaction. */
     const deliverNow: Deliver = (kind, id, event) => sql.withTransaction(deliver(kind, id, event))
+
+    /**
+     * Locks several actors of one kind in one statement inside the caller's unit-of-work transaction
+     * (services/sql/UnitOfWork.ts); the next event to each of them there steps from the row so locked instead of locking
+     * it again. The ids found. For kinds whose spec has `lockAll` (a defect otherwise, or outside a unit).
+     */
+    const lockAll = (kind: MachineKind, ids: ReadonlyArray<string>) => runners[kind].lockAll(ids)
 
     /** One pass: claims due timers (lease), delivers each in its own transaction with the timer marked fired. */
     const fireDue = Effect.gen(function* () {
@@ -256,7 +287,7 @@ export class MachineHost extends Effect.Service<MachineHost>()("machines/Machine
       return due.length
     }).pipe(Effect.withSpan("MachineHost.fireDue"))
 
-    return { deliver, deliverNow, fireDue } as const
+    return { deliver, deliverNow, lockAll, fireDue } as const
   })
 }) {}
 

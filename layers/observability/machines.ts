@@ -26,7 +26,8 @@ const count = (kind: MachineKind, delivered: Option.Option<Delivered>) => {
  */
 const instrument = <E>(kind: MachineKind, runner: Runner<E>): Runner<E> => ({
   deliver: (id, event, deliver) => Effect.tap(runner.deliver(id, event, deliver), (d) => Effect.sync(() => count(kind, d))),
-  deliverStored: (id, stored, deliver) => Effect.tap(runner.deliverStored(id, stored, deliver), (d) => Effect.sync(() => count(kind, d)))
+  deliverStored: (id, stored, deliver) => Effect.tap(runner.deliverStored(id, stored, deliver), (d) => Effect.sync(() => count(kind, d))),
+  lockAll: runner.lockAll
 })
 
 const instrumentAll = (runners: Runners): Runners => ({

@@ -64,11 +64,29 @@ export interface NewDelivery {
   readonly at: Date
 }
 
+export interface NewAttempt {
+  readonly deliveryId: string
+  readonly attemptNumber: number
+  readonly responseStatus: number | null
+  readonly responseBody: string | null
+  readonly errorMessage: string | null
+  readonly responseTimeMs: number
+  readonly at: Date
+}
+
 export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/DeliveriesRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const find = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id}`), (r) => Option.fromNullable(r[0]))
     const lock = (id: string) => Effect.map(deliveries(sql`SELECT * FROM webhook_deliveries WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
+    /** Several rows locked in one statement, in id order (two transactions locking overlapping sets cannot deadlock). */
+    const lockAll = (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed(new Map<string, DeliveryRow>())
+        : Effect.map(
+          deliveries(sql`SELECT * FROM webhook_deliveries WHERE id IN ${sql.in(ids)} ORDER BY id FOR UPDATE`),
+          (rows) => new Map(rows.map((r) => [r.id, r]))
+        )
 
     const row = (id: string, d: NewDelivery) => ({
       id,
@@ -134,17 +152,21 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
                      ORDER BY d.next_attempt_at LIMIT ${limit} FOR UPDATE OF d SKIP LOCKED)
         RETURNING *`)
 
-    const addAttempt = (a: { readonly deliveryId: string; readonly attemptNumber: number; readonly responseStatus: number | null; readonly responseBody: string | null; readonly errorMessage: string | null; readonly responseTimeMs: number; readonly at: Date }) =>
-      UnitOfWork.write(sql, ["webhook_attempts"], sql`INSERT INTO webhook_attempts ${sql.insert({
-        id: newId("att"),
-        deliveryId: a.deliveryId,
-        attemptNumber: a.attemptNumber,
-        responseStatus: a.responseStatus,
-        responseBody: a.responseBody,
-        errorMessage: a.errorMessage,
-        responseTimeMs: a.responseTimeMs,
-        createdAt: a.at
-      })} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`)
+    /** Attempt rows, in one statement (an attempt already logged is kept as it is). */
+    const addAttempts = (list: ReadonlyArray<NewAttempt>) =>
+      list.length === 0
+        ? Effect.void
+        : UnitOfWork.write(sql, ["webhook_attempts"], sql`INSERT INTO webhook_attempts ${sql.insert(list.map((a) => ({
+          id: newId("att"),
+          deliveryId: a.deliveryId,
+          attemptNumber: a.attemptNumber,
+          responseStatus: a.responseStatus,
+          responseBody: a.responseBody,
+          errorMessage: a.errorMessage,
+          responseTimeMs: a.responseTimeMs,
+          createdAt: a.at
+        })))} ON CONFLICT (delivery_id, attempt_number) DO NOTHING`)
+    const addAttempt = (a: NewAttempt) => addAttempts([a])
 
     const bySubscription = (subscriptionId: string, limit: number, offset: number) =>
       subscriptionDeliveries(sql`SELECT * FROM webhook_deliveries WHERE subscription_id = ${subscriptionId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`)
@@ -157,6 +179,6 @@ export class DeliveriesRepo extends Effect.Service<DeliveriesRepo>()("webhooks/D
     const lockDeadLetter = (id: string) =>
       Effect.map(deadLetters(sql`SELECT * FROM webhook_dead_letters WHERE id = ${id} FOR UPDATE`), (r) => Option.fromNullable(r[0]))
 
-    return { find, lock, insert, insertAll, insertCallback, latestCallback, claimDue, addAttempt, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
+    return { find, lock, lockAll, insert, insertAll, insertCallback, latestCallback, claimDue, addAttempt, addAttempts, bySubscription, attemptsOf, deadLettersOf, lockDeadLetter } as const
   })
 }) {}

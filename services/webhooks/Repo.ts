@@ -25,6 +25,9 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("webhooks/Repo"
 
     const find = (id: string) =>
       Effect.map(rows(sql`SELECT * FROM webhook_subscriptions WHERE id = ${id} AND deleted_at IS NULL`), (r) => Option.fromNullable(r[0]))
+    /** Several subscriptions in one statement (the deleted ones left out). */
+    const findAll = (ids: ReadonlyArray<string>) =>
+      ids.length === 0 ? Effect.succeed([]) : rows(sql`SELECT * FROM webhook_subscriptions WHERE id IN ${sql.in(ids)} AND deleted_at IS NULL`)
     const lock = (id: string) =>
       Effect.map(rows(sql`SELECT * FROM webhook_subscriptions WHERE id = ${id} AND deleted_at IS NULL FOR UPDATE`), (r) => Option.fromNullable(r[0]))
     const byAgent = (agentId: string) =>
@@ -60,6 +63,6 @@ export class WebhooksRepo extends Effect.Service<WebhooksRepo>()("webhooks/Repo"
     const remove = (id: string, at: Date) =>
       sql`UPDATE webhook_subscriptions SET deleted_at = ${at}, is_active = false, updated_at = ${at} WHERE id = ${id}`.pipe(Effect.asVoid)
 
-    return { find, lock, byAgent, countForAgentLocked, insert, update, remove } as const
+    return { find, findAll, lock, byAgent, countForAgentLocked, insert, update, remove } as const
   })
 }) {}

@@ -1,18 +1,20 @@
 // The one sender of webhook deliveries and execution callbacks: due deliveries are leased, posted over the guarded
 // outbound pool (the address checked again when the socket connects), one attempt at a time within its time limit, and
-// each outcome is logged and stepped through the delivery's machine in one transaction.
-import { SqlClient } from "@effect/sql"
+// each outcome is logged and stepped through the delivery's machine in one transaction, together with the outcomes of
+// other posts that finished meanwhile (Recorder.ts). A pass resolves its deliveries' targets together.
 import { Clock, Config, Effect, Either } from "effect"
 import { request } from "undici"
 import { causes, errorCode } from "../../layers/outbound/errors.js"
 import { BlockedAddressError, OutboundPool } from "../../layers/outbound/Pool.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
-import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { MachineHost } from "../../machines/Host.js"
 import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
+import { type AttemptResult, judged, makeRecorder } from "./Recorder.js"
 import { WebhookSecrets } from "./Secrets.js"
 import { deliveryHeaders } from "./signing.js"
-import { DeliveryTargets } from "./Targets.js"
+import { DeliveryTargets, type Target } from "./Targets.js"
+
+export type { AttemptResult } from "./Recorder.js"
 
 /** The spec's response limit per attempt (connect, headers and the read body excerpt). */
 export const ATTEMPT_TIMEOUT_MS = 10_000
@@ -41,17 +43,8 @@ const describeFailure = (error: unknown): string => {
   return `${code !== undefined && !text.includes(code) ? `${code}: ` : ""}${text}`.slice(0, 500)
 }
 
-export interface AttemptResult {
-  readonly attempt: number
-  readonly at: number
-  readonly elapsed: number
-  /** The receiver's status and the start of its answer, or why there was none. */
-  readonly outcome: Either.Either<{ readonly status: number; readonly body: string }, string>
-}
-
 export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
-  effect: Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
+  scoped: Effect.gen(function* () {
     const deliveries = yield* DeliveriesRepo
     const targets = yield* DeliveryTargets
     const secrets = yield* WebhookSecrets
@@ -60,6 +53,7 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
     const urlGuard = yield* UrlGuard
     const timeoutMs = yield* attemptTimeoutMs
     const leaseMs = timeoutMs + LEASE_MARGIN_MS
+    const recorder = yield* makeRecorder
 
     /** One POST; a non-2xx is an answer here (the caller decides), a timeout, refused address or TLS error a Left. */
     const post = (url: string, headers: Record<string, string>, body: string, attempt: number) =>
@@ -96,33 +90,15 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
         return { attempt, at, elapsed: Math.max(0, Math.round(at - started)), outcome } satisfies AttemptResult
       })
 
-    /** Logs one attempt and steps the delivery's machine, in one transaction (its writes sent as one statement). */
-    const record = (delivery: DeliveryRow, result: AttemptResult) =>
-      UnitOfWork.transaction(sql)(
-        Effect.gen(function* () {
-          const { attempt, at, elapsed, outcome } = result
-          const status = Either.isRight(outcome) ? outcome.right.status : null
-          const ok = status !== null && status >= 200 && status < 300
-          const error = Either.isLeft(outcome) ? outcome.left : ok ? null : `the receiver answered ${status}`
-          yield* deliveries.addAttempt({
-            deliveryId: delivery.id,
-            attemptNumber: attempt,
-            responseStatus: status,
-            responseBody: Either.isRight(outcome) ? outcome.right.body : null,
-            errorMessage: error,
-            responseTimeMs: elapsed,
-            at: new Date(at)
-          })
-          yield* host.deliver("webhookDelivery", delivery.id, ok && status !== null
-            ? { type: "DELIVERED", at, status }
-            : { type: "ATTEMPT_FAILED", at, status, error: error ?? "failed" })
-        })
-      )
-
-    /** One claimed delivery: sent to its target and recorded, left waiting, or superseded. */
-    const send = (delivery: DeliveryRow) =>
+    /**
+     * One claimed delivery: sent to its target and recorded, left waiting, or superseded. `known`: its target as the pass
+     * resolved it; read again when there is none, or when the pass saw its subscription fail (that may have switched it
+     * off: the 10th failure in a row).
+     */
+    const send = (delivery: DeliveryRow, known: Target | undefined, failing: Set<string>) =>
       Effect.gen(function* () {
-        const target = yield* targets.resolve(delivery)
+        const stale = known === undefined || (delivery.subscriptionId !== null && failing.has(delivery.subscriptionId))
+        const target = stale ? yield* targets.resolve(delivery) : known
         if (target._tag === "Wait") return
         if (target._tag === "Supersede") {
           const at = yield* Clock.currentTimeMillis
@@ -130,15 +106,25 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
         }
         const attempt = delivery.attemptCount + 1
         const headers = target.headers(attempt, yield* Clock.currentTimeMillis)
-        yield* record(delivery, yield* post(target.url, headers, delivery.body, attempt))
+        const result = yield* post(target.url, headers, delivery.body, attempt)
+        yield* recorder.record(delivery, result)
+        if (!judged(result).ok && delivery.subscriptionId !== null) failing.add(delivery.subscriptionId)
       })
 
     /** One pass over due deliveries of both kinds (leased: another process skips them while this one posts). */
     const sendDue = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const due = yield* deliveries.claimDue(now, leaseMs, SEND_BATCH)
+      const resolved = yield* targets.resolveAll(due).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logWarning(`resolving the targets of ${due.length} deliveries together failed; each is resolved on its own`, cause), new Map<string, Target>())
+        )
+      )
+      const failing = new Set<string>()
       yield* Effect.forEach(due, (delivery) =>
-        send(delivery).pipe(Effect.catchAllCause((cause) => Effect.logError(`delivery ${delivery.id} failed; retried after its lease`, cause))), { concurrency: 8, discard: true })
+        send(delivery, resolved.get(delivery.id), failing).pipe(
+          Effect.catchAllCause((cause) => Effect.logError(`delivery ${delivery.id} failed; retried after its lease`, cause))
+        ), { concurrency: 8, discard: true })
       return due.length
     }).pipe(Effect.withSpan("Sender.sendDue"))
 
