@@ -1,7 +1,8 @@
 // The machine registry: one runner per persisted machine kind, built from each feature's spec (a missing kind is a type error).
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
-import { MachineRunners, runner, type Runners } from "../machines/Host.js"
+import { MachineRunners, type Runners } from "../machines/Host.js"
+import { runner } from "../machines/runner.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"

@@ -1,6 +1,7 @@
 // Counts the transitions every persisted machine saves (and the executions' API statuses) by wrapping the host's runners.
 import { Context, Effect, Layer, Option } from "effect"
-import { type Delivered, type MachineKind, MachineRunners, type Runner, type Runners } from "../../machines/Host.js"
+import { type Delivered, type MachineKind, MachineRunners, type Runners } from "../../machines/Host.js"
+import { type Runner } from "../../machines/runner.js"
 import { executionsReached, machineTransitions } from "./Metrics.js"
 
 /** The API status an execution reached with this transition, if it changed (spec section 3; see machines/execution.ts). */

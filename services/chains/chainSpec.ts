@@ -3,7 +3,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { CHAIN_TIMEOUT_MS, type ChainContext, chainMachine, type ChainPayment } from "../../machines/chain.js"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, type PersistedSnapshot } from "../../machines/step.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"

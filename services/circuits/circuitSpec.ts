@@ -4,7 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Config, Effect, Option, Schema } from "effect"
 import { DEFAULT_CIRCUIT_RESET_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { circuitMachine } from "../../machines/circuit.js"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, startMachine } from "../../machines/step.js"
 
 export interface CircuitRow {

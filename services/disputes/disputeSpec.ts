@@ -3,7 +3,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { disputeMachine } from "../../machines/dispute.js"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import { newId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"

@@ -2,7 +2,7 @@
 // machine snapshot, its escrow, its first transitions and its durable timers (paid and chained executions alike).
 import type { SqlClient } from "@effect/sql"
 import { type executionMachine, executionStatus } from "../../machines/execution.js"
-import { historyStatement, scheduleStatement } from "../../machines/Host.js"
+import { historyStatement, scheduleStatement } from "../../machines/runner.js"
 import { actionsOf, type Step } from "../../machines/step.js"
 import { newEscrowId, newTransactionId } from "../../src/domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, splitAgentFee } from "../../src/domain/Money.js"

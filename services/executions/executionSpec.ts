@@ -3,7 +3,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { type ExecutionContext, type ExecutionEvent, executionMachine, executionStatus } from "../../machines/execution.js"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, type PersistedSnapshot, type Step } from "../../machines/step.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"

@@ -2,7 +2,7 @@
 // (a registration activates its agent, an execution's escrow learns it is backed), booked with the block it was mined in.
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { AgentActivation } from "../agents/Activation.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"

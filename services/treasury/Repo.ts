@@ -1,7 +1,7 @@
 // Treasury transactions in PostgreSQL: nonce allocation, the signed rows, their machine snapshots and leases.
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { historyStatement } from "../../machines/Host.js"
+import { historyStatement } from "../../machines/runner.js"
 import { startMachine } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import { batch } from "../sql/Batch.js"

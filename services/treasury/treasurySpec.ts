@@ -2,7 +2,7 @@
 // what a mined or dropped transaction means is booked by its purpose in the same database transaction.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"

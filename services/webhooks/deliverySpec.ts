@@ -3,7 +3,7 @@
 // lease column is the machine's timer).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, startMachine } from "../../machines/step.js"
 import { deliveryMachine } from "../../machines/webhookDelivery.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"

@@ -2,7 +2,7 @@
 // treasury in its block, or the funds back to the agent; withdrawal.completed / withdrawal.failed in the same transaction.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, startMachine } from "../../machines/step.js"
 import { withdrawalMachine } from "../../machines/withdrawal.js"
 import { formatUsdc } from "../../src/domain/Money.js"

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { circuitMachine } from "../../machines/circuit.js"
-import type { MachineSpec } from "../../machines/Host.js"
+import type { MachineSpec } from "../../machines/runner.js"
 import { startMachine } from "../../machines/step.js"
 
 describe("machine specs", () => {
