@@ -170,9 +170,12 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
      */
     const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs, pollingIntervalMs?: number) =>
       Effect.gen(function* () {
+        // Each renewal is uninterruptible: interrupting a statement in flight sends PostgreSQL a cancel request for the
+        // connection, which can land on the next statement another fiber runs on it once it is back in the pool.
         const renew = yield* Effect.forkScoped(
           Effect.flatMap(Clock.currentTimeMillis, (now) => repo.renewLease(tx.id, new Date(now + TREASURY_LEASE_MS))).pipe(
             Effect.catchAll(() => Effect.void),
+            Effect.uninterruptible,
             Effect.repeat(Schedule.spaced(Duration.millis(TREASURY_LEASE_MS / 3))),
             Effect.delay(Duration.millis(TREASURY_LEASE_MS / 3))
           )
