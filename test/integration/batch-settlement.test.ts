@@ -1,6 +1,7 @@
 // Group-commit settlement: concurrent payments share one SettlementBatcher transaction, each payment keeps its own
 // outcome (a front-run authorization is settled with the front-runner's hash), a crash between signing and broadcasting
-// a batch is finished by rebroadcasting the same bytes, and the contract isolates a bad authorization from the others.
+// a batch is finished by rebroadcasting the same bytes (also with a second batch in flight behind its nonce), a full batch
+// goes out beside the transaction in flight, and the contract isolates a bad authorization from the others.
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
 import { decodeEventLog, getAddress, type Hex, parseSignature } from "viem"
@@ -276,6 +277,64 @@ layer(
       yield* bookedOnce(rows.map((r) => r.id))
       const statuses = yield* sql<{ status: string }>`SELECT status FROM executions WHERE id IN ${sql.in(ids)}`
       expect(statuses.every((s) => s.status === "completed")).toBe(true)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+})
+
+const gapGate = makeGate()
+
+layer(
+  TestApp(
+    { BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000", TREASURY_RECEIPT_WAIT_MS: "2000", SETTLEMENT_BATCH_MAX: "4" },
+    { faults: { afterBroadcast: gapGate.afterBroadcast, afterSign: crashOnce() } }
+  )
+)("a crash with two transactions in flight", (it) => {
+  it.scoped("the first full batch dies between signing and broadcasting while the next ones go out behind its nonce: recovery sends it, the chain mines the rest, every payment settles once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { sql } = yield* TestEnv
+      const payments = yield* Payments
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium" })
+      const payers = [2, 3, 4, 5].map((i) => devAccount(i).address)
+      const before = yield* Effect.promise(() => Promise.all(payers.map(usdcBalance)))
+      const M = 11
+      gapGate.arm()
+      const fiber = yield* Effect.fork(Effect.forEach(
+        Array.from({ length: M }, (_, i) => i),
+        (i) => execute(devAccount(2 + (i % 4)), { targetAgentId: agentId, capabilityId: "echo", input: { text: `g${i}` } }),
+        { concurrency: "unbounded" }
+      ))
+      // Beside the held settlement: batch A (signed, then the crash: never broadcast), batch B (sent behind A's nonce,
+      // so the chain cannot mine it; its receipt wait gives up). The last two payments wait for the held one.
+      const batches = sql<{ id: string; nonce: string; state: string }>`SELECT id, nonce::text, state FROM treasury_txs WHERE purpose = 'settlement_batch' ORDER BY nonce`
+      yield* eventually("two batches stored and two payments waiting", Effect.zipWith(batches, payments.settlementQueue.waiting, (b, w) => b.length === 2 && w === 2))
+      gapGate.open()
+      const ids = (yield* Fiber.join(fiber)).map((r) => String(r.body.data?.requestId ?? r.body.error?.details?.requestId))
+      const stored = yield* batches
+      expect(stored).toHaveLength(3)
+      expect(stored.map((b) => b.state)).toEqual(["signed", "signed", "signed"])
+      expect((yield* settlementsOf(ids)).filter((r) => r.status === "settled")).toHaveLength(1)
+
+      // After the leases: the treasury worker sends A's stored bytes; the chain then mines B and C behind it.
+      yield* TestClock.adjust(31_000)
+      yield* payments.recoverDue
+      for (let i = 0; i < 5; i++) {
+        yield* (yield* TreasuryWorker).processDue
+        if ((yield* settlementsOf(ids)).every((r) => r.status === "settled")) break
+        yield* TestClock.adjust(31_000)
+      }
+      const rows = yield* settlementsOf(ids)
+      expect(rows.map((r) => r.status)).toEqual(rows.map(() => "settled"))
+      expect(rows.every((r) => r.txHash === r.treasuryHash)).toBe(true)
+      expect((yield* batches).map((b) => b.state)).toEqual(["confirmed", "confirmed", "confirmed"])
+      const sizes = new Map<string, number>()
+      for (const r of rows) sizes.set(r.txHash ?? "", (sizes.get(r.txHash ?? "") ?? 0) + 1)
+      expect([...sizes.values()].sort()).toEqual([1, 2, 4, 4])
+      const spent = yield* Effect.promise(() => Promise.all(payers.map(usdcBalance)))
+      const paidBy = payers.map((_, i) => BigInt(Array.from({ length: M }, (_, k) => k).filter((k) => k % 4 === i).length) * PRICE)
+      expect(payers.map((_, i) => (before[i] ?? 0n) - (spent[i] ?? 0n))).toEqual(paidBy)
+      yield* bookedOnce(rows.map((r) => r.id))
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })
 })
