@@ -10,7 +10,8 @@
 //
 // Settings (environment): BENCH_C1_REQUESTS (300), BENCH_C1_WARMUP (50), BENCH_C32_REQUESTS (1500),
 // BENCH_C32_WARMUP (200), BENCH_WEB_CONCURRENCY (1: the marketplace phase's server processes), BENCH_AGENT=child|inline (child), BENCH_PROFILE=auto|always|never (auto: when a target is
-// missed), BENCH_OUTPUT (docs/performance.md), BENCH_KEEP_PROFILES (a directory to keep the .cpuprofile files in).
+// missed), BENCH_PROFILE_CONCURRENCY (32: the profiled runs' concurrency), BENCH_OUTPUT (docs/performance.md), BENCH_KEEP_PROFILES (a directory
+// to keep the .cpuprofile files in).
 //
 // The parts: bench/lib/params.ts (settings), servers.ts (processes), snapshot.ts (chain + database snapshots),
 // jobs.ts (requests and checks), measure.ts (one phase), settlementProbe.ts (one signer's ceiling), diagnostics.ts

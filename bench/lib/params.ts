@@ -35,7 +35,7 @@ export const PARAMS = {
   registrationFee: 100_000n, // 0.10
   operatorToken: "bench-operator-token-123456",
   settlementProbe: { sequential: 40, concurrent: 400, inFlight: 32 },
-  diagnostics: { roundTripRequests: 100, profileWarmup: 100, profileRequests: 400, profileConcurrency: 32 }
+  diagnostics: { roundTripRequests: 100, profileWarmup: 100, profileRequests: 400, profileConcurrency: intEnv("BENCH_PROFILE_CONCURRENCY", 32) }
 }
 export const PRICE = PARAMS.agentFee + PARAMS.platformFee
 
