@@ -8,13 +8,13 @@ import { decodeEventLog, getAddress, type Hex, parseSignature } from "viem"
 import { inject } from "vitest"
 import { DEVNET_SETTLEMENT_BATCHER_ADDRESS } from "../../layers/devnet/anvil.js"
 import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
-import { transferWithAuthorizationTypes, usdcAbi } from "../../layers/devnet/usdcAbi.js"
+import { transferWithAuthorizationTypes } from "../../layers/devnet/usdcAbi.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { Payments } from "../../services/payments/Payments.js"
 import { batchGas } from "../../services/payments/chainOutcome.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
-import { authorizationUsed, devAccount, publicClient, usdcBalance, walletFor } from "../support/clients.js"
+import { authorizationUsed, devAccount, frontRunAuthorization, publicClient, usdcBalance, walletFor } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
@@ -115,15 +115,8 @@ const seen: Array<VerifiedPayment> = []
 /** A third party submits a payment's own authorization (EIP-3009 lets anyone): the front-runner's transaction. */
 const frontRun = (p: VerifiedPayment) =>
   Effect.promise(async () => {
-    const { r, s, v } = parseSignature(p.signature)
-    const wallet = walletFor(devAccount(9))
-    const hash = await wallet.writeContract({
-      address: p.asset,
-      abi: usdcAbi,
-      functionName: "transferWithAuthorization",
-      args: [getAddress(p.payer), p.payTo, p.amount, p.validAfter, p.validBefore, p.nonce, Number(v), r, s]
-    })
-    expect((await wallet.waitForTransactionReceipt({ hash })).status).toBe("success")
+    const { hash, status } = await frontRunAuthorization(p)
+    expect(status).toBe("success")
     return hash
   })
 

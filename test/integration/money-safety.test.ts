@@ -2,13 +2,13 @@
 // and broadcasting, a nonce gap. Afterwards the ledger's treasury equals the chain's, to the micro-USDC.
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option, TestClock } from "effect"
-import { getAddress, type Hex, parseAbiItem, parseSignature } from "viem"
+import { getAddress, type Hex, parseAbiItem } from "viem"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
-import { call, devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
+import { call, devAccount, frontRunAuthorization, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 import { balanceOf, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
@@ -148,15 +148,7 @@ layer(
       // A third party submits the client's own authorization between our verification and our settlement.
       beforeSettle: (p) =>
         Effect.promise(async () => {
-          const { r, s, v } = parseSignature(p.signature)
-          const wallet = walletFor(devAccount(9))
-          const hash = await wallet.writeContract({
-            address: p.asset,
-            abi: usdcAbi,
-            functionName: "transferWithAuthorization",
-            args: [getAddress(p.payer), p.payTo, p.amount, p.validAfter, p.validBefore, p.nonce, Number(v), r, s]
-          })
-          await wallet.waitForTransactionReceipt({ hash })
+          const { hash } = await frontRunAuthorization(p)
           frontRun.hash = hash
         })
     }

@@ -1,66 +1,32 @@
 // Webhook recording in groups: the deliveries of one sender pass are recorded with fewer database round trips and
 // transactions than deliveries (counted by a wire-protocol proxy in front of PostgreSQL), each attempt still logged once
 // and stepped once, and a failing receiver's counts still exact.
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Option, TestClock } from "effect"
-import { mkdtemp, rm } from "node:fs/promises"
+import { Effect, Layer, Option, TestClock } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { type CountingProxy, type PgStats, startPgProxy } from "../../bench/lib/proxies.js"
-import { Chain } from "../../layers/Chain.js"
-import { ConfigLive } from "../../layers/Config.js"
-import { freePort } from "../../layers/embeddedPostgres.js"
-import { MoneyFaults } from "../../services/treasury/Faults.js"
 import * as UnitOfWork from "../../services/sql/UnitOfWork.js"
 import { DeliveriesRepo } from "../../services/webhooks/DeliveriesRepo.js"
 import { DISABLE_AFTER_FAILURES } from "../../services/webhooks/deliverySpec.js"
 import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
 import { WebhooksRepo } from "../../services/webhooks/Repo.js"
 import { MachineHost } from "../../machines/Host.js"
-import { makeAppLive } from "../../src/App.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, walletAuth } from "../support/clients.js"
-import { AttachedDevnet, freshDatabase, OPERATOR_TOKEN, TestEnv } from "../support/harness.js"
+import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, registerAgent } from "../support/scenario.js"
 
-/** The harness's app, with its database reached through a counting proxy. */
+/** The counting proxy the service's database connections go through (one per test file). */
 let proxy: CountingProxy<PgStats> | undefined
-const ProxiedApp = Layer.unwrapScoped(
+const throughProxy = (databaseUrl: string) =>
   Effect.gen(function* () {
-    const db = yield* freshDatabase
-    const url = new URL(db.url)
+    const url = new URL(databaseUrl)
     const counting = yield* Effect.acquireRelease(Effect.promise(() => startPgProxy(url.hostname, Number(url.port))), (p) => Effect.promise(p.close))
     proxy = counting
     url.host = counting.url
-    const port = yield* Effect.promise(freePort)
-    const dataDir = yield* Effect.acquireRelease(
-      Effect.promise(() => mkdtemp(join(tmpdir(), "marketplace-data-"))),
-      (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-    )
-    const provider = ConfigProvider.fromMap(new Map(Object.entries({
-      DATABASE_URL: url.toString(),
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      DATA_DIR: dataDir,
-      OPERATOR_TOKEN,
-      DATABASE_POOL_SIZE: "10",
-      LOG_LEVEL: "warn",
-      BACKGROUND_WORKERS: "false"
-    })))
-    const env = Layer.effect(TestEnv, Effect.gen(function* () {
-      return { baseUrl: `http://127.0.0.1:${port}`, databaseUrl: db.url, chain: yield* Chain, sql: yield* SqlClient.SqlClient }
-    }))
-    return env.pipe(
-      Layer.provideMerge(makeAppLive(AttachedDevnet, { banner: false })),
-      Layer.provide(ConfigLive),
-      Layer.provide(Layer.succeed(MoneyFaults, MoneyFaults.defaultValue())),
-      Layer.provide(Layer.setConfigProvider(provider))
-    )
+    return url.toString()
   })
-)
 
 /**
  * A receiver that holds each post until `batch` posts are waiting (or 300 ms passed), then answers them together with
@@ -112,7 +78,7 @@ const measured = <A, E, R>(pass: Effect.Effect<A, E, R>) =>
     return { claimed, roundTrips: stats.roundTrips, transactions: stats.transactions, byStatement: stats.byStatement }
   })
 
-layer(ProxiedApp)("webhook recording in groups", (it) => {
+layer(TestApp({ BACKGROUND_WORKERS: "false" }, { databaseVia: throughProxy }))("webhook recording in groups", (it) => {
   it.scoped("a pass's deliveries are recorded in fewer transactions than deliveries, each attempt logged once and stepped once, a failing webhook's counts exact", () =>
     Effect.gen(function* () {
       yield* realNow

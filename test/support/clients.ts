@@ -1,6 +1,6 @@
 // Clients for tests: dev-account wallets, the official x402 client, hand-made (and deliberately broken) payments, wallet signatures.
 import { randomBytes } from "node:crypto"
-import { createPublicClient, createWalletClient, getAddress, type Hex, http, publicActions } from "viem"
+import { createPublicClient, createWalletClient, getAddress, type Hex, http, parseSignature, publicActions } from "viem"
 import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { inject } from "vitest"
 import { wrapFetchWithPayment } from "x402-fetch"
@@ -21,6 +21,32 @@ export const publicClient = () => createPublicClient({ chain: chain(), transport
 /** A viem wallet client for a dev account, as the x402 client wants it (chain id 84532 = "base-sepolia"). */
 export const walletFor = (account: PrivateKeyAccount) =>
   createWalletClient({ account, chain: chain(), transport: http(inject("rpcUrl")), pollingInterval: 20 }).extend(publicActions)
+
+/**
+ * A third party (dev account 9) submits a payment's own authorization on chain (EIP-3009 lets anyone): a front-runner.
+ * Its transaction's hash and receipt status.
+ */
+export const frontRunAuthorization = async (p: {
+  readonly asset: `0x${string}`
+  readonly payer: string
+  readonly payTo: `0x${string}`
+  readonly amount: bigint
+  readonly validAfter: bigint
+  readonly validBefore: bigint
+  readonly nonce: Hex
+  readonly signature: Hex
+}) => {
+  const { r, s, v } = parseSignature(p.signature)
+  const wallet = walletFor(devAccount(9))
+  const hash = await wallet.writeContract({
+    address: p.asset,
+    abi: usdcAbi,
+    functionName: "transferWithAuthorization",
+    args: [getAddress(p.payer), p.payTo, p.amount, p.validAfter, p.validBefore, p.nonce, Number(v), r, s]
+  })
+  const { status } = await wallet.waitForTransactionReceipt({ hash })
+  return { hash, status }
+}
 
 /** `fetch` that pays 402 challenges with the official x402 client (x402-fetch). */
 export const x402Fetch = (account: PrivateKeyAccount, maxValue = 10_000_000n) =>

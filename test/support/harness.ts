@@ -1,6 +1,6 @@
 // Test harness: a fresh database per test file (cloned from the migrated template) and a real server on a free port, attached to the run's devnet.
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Context, Effect, Layer, Option } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Option, type Scope } from "effect"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -56,10 +56,18 @@ export const AttachedDevnet = Layer.effect(
 )
 
 /** The whole service on a real HTTP port, with a fresh database; `settings` override environment variables, `faults` stand in for crashes and attackers. */
-export const TestApp = (settings: Record<string, string> = {}, options: { readonly faults?: Partial<MoneyFaultsShape> } = {}) =>
+export const TestApp = (
+  settings: Record<string, string> = {},
+  options: {
+    readonly faults?: Partial<MoneyFaultsShape>
+    /** The URL the service connects to instead of the fresh database's (e.g. a counting proxy in front of it). */
+    readonly databaseVia?: (url: string) => Effect.Effect<string, never, Scope.Scope>
+  } = {}
+) =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       const db = yield* freshDatabase
+      const databaseUrl = options.databaseVia === undefined ? db.url : yield* options.databaseVia(db.url)
       const port = yield* Effect.promise(freePort)
       const dataDir = yield* Effect.acquireRelease(
         Effect.promise(() => mkdtemp(join(tmpdir(), "marketplace-data-"))),
@@ -67,7 +75,7 @@ export const TestApp = (settings: Record<string, string> = {}, options: { readon
       )
       const provider = ConfigProvider.fromMap(
         new Map(Object.entries({
-          DATABASE_URL: db.url,
+          DATABASE_URL: databaseUrl,
           PORT: String(port),
           HOST: "127.0.0.1",
           DATA_DIR: dataDir,
