@@ -3,12 +3,13 @@
 // wait and go together, as one batch, when it is mined (a full batch goes out beside the one in flight). Without a
 // batcher, one transaction per payment, concurrently.
 import { SqlClient } from "@effect/sql"
-import { Cause, Chunk, Config, Deferred, Effect, FiberSet, Option, Queue, Ref } from "effect"
+import { Cause, Config, Deferred, Effect, FiberSet, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { newId } from "../../src/domain/Ids.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { batchCalldata, batchGas, paidInBatch, singleCalldata } from "./chainOutcome.js"
+import * as GroupCommit from "../sql/GroupCommit.js"
 import { PaymentsRepo } from "./Repo.js"
 
 /** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
@@ -54,8 +55,8 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
     /** The settler is the only one waiting for a batch's receipt: on a devnet (a block per transaction) it asks often. */
     const receiptPollMs = chain.mode === "devnet" ? 5 : undefined
 
-    /** Batch transactions in flight and their recordings (interrupted when the service stops). */
-    const groups = yield* FiberSet.make()
+    /** Batch receipts being recorded (interrupted when the service stops: the treasury worker records them). */
+    const recordings = yield* FiberSet.make()
 
     /** `pollMs`: set when the caller is the group commit's loop, the only one waiting for a receipt. */
     const sendOne = (paymentId: string, p: VerifiedPayment, pollMs?: number): Effect.Effect<Sent> =>
@@ -94,7 +95,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         const outcome: TxOutcome = { _tag: "Mined", receipt: receipt.value }
         // The batch transaction is recorded once, beside the next batch (not in its way); should this fail, the
         // treasury worker records it after its lease. Its payments are recorded by their callers.
-        yield* FiberSet.run(groups, sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
+        yield* FiberSet.run(recordings, sql.withTransaction(writer.recordIn(tx.id, outcome)).pipe(
           Effect.catchAll((e) => Effect.logWarning(`settlement batch ${tx.id}: recording its receipt failed, the treasury worker will: ${e.message}`))
         ))
         const paid = paidInBatch(chain, address, receipt.value, payments)
@@ -107,7 +108,6 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         Effect.withSpan("Settler.sendBatch", { attributes: { size: group.length } })
       )
 
-    const queue = yield* Queue.unbounded<Waiting>()
     const release = (group: ReadonlyArray<Waiting>, sent: (i: number) => Sent) =>
       Effect.forEach(group, (w, i) => Deferred.succeed(w.done, sent(i)), { discard: true })
     const stopping = notSent("the service is stopping; the recovery workers finish this settlement")
@@ -130,51 +130,31 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
         Effect.onInterrupt(() => release(group, () => stopping))
       )
 
-    /** Transactions in flight, and a signal (coalesced) that a payment queued or a transaction finished. */
-    const inFlight = yield* Ref.make(0)
-    const wake = yield* Queue.sliding<void>(1)
-
     /**
-     * Whether the next group goes out now: when nothing is in flight (an idle settler sends at once, whatever is
-     * waiting), or when a full batch is waiting and fewer than MAX_IN_FLIGHT are out (a full batch gains nothing by
-     * waiting; a partial one fills up behind the transaction in flight).
+     * The group commit (with a batcher): a full batch goes out beside the transaction in flight (at most MAX_IN_FLIGHT;
+     * a full batch gains nothing by waiting), a partial one fills up behind it.
      */
-    const ready = Effect.gen(function* () {
-      const out = yield* Ref.get(inFlight)
-      const size = yield* Queue.size(queue)
-      return size > 0 && (out === 0 || (out < MAX_IN_FLIGHT && size >= maxBatch))
-    })
-
-    /** One turn: waits until a group may go, then sends it beside the one in flight (if any). */
-    const turn = (address: `0x${string}`) =>
-      Effect.gen(function* () {
-        while (!(yield* ready)) yield* Queue.take(wake)
-        const group = Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, maxBatch))
-        yield* Ref.update(inFlight, (n) => n + 1)
-        yield* FiberSet.run(groups, settleGroup(address, group).pipe(
-          Effect.ensuring(Effect.zipRight(Ref.update(inFlight, (n) => n - 1), Queue.offer(wake, undefined)))
-        ))
-      })
-
-    if (Option.isSome(batcher)) {
-      yield* Effect.forkScoped(Effect.forever(turn(batcher.value)))
-      yield* Effect.addFinalizer(() =>
-        Effect.flatMap(Queue.takeAll(queue), (left) => release(Chunk.toReadonlyArray(left), () => stopping)))
-    }
+    const commits = Option.isNone(batcher) ? Option.none() : Option.some(yield* GroupCommit.make<Waiting>({
+      maxGroup: maxBatch,
+      maxInFlight: MAX_IN_FLIGHT,
+      run: (group) => settleGroup(batcher.value, group),
+      onStop: (left) => release(left, () => stopping)
+    }))
 
     /** Settles one payment: through the group commit when there is a batcher, else in a transaction of its own. */
     const send = (paymentId: string, p: VerifiedPayment): Effect.Effect<Sent> =>
-      Option.isNone(batcher)
-        ? sendOne(paymentId, p)
-        : Effect.gen(function* () {
-          const done = yield* Deferred.make<Sent>()
-          yield* Queue.offer(queue, { paymentId, payment: p, done })
-          yield* Queue.offer(wake, undefined)
-          return yield* Deferred.await(done)
-        })
+      Option.match(commits, {
+        onNone: () => sendOne(paymentId, p),
+        onSome: (c) =>
+          Effect.gen(function* () {
+            const done = yield* Deferred.make<Sent>()
+            yield* c.offer({ paymentId, payment: p, done })
+            return yield* Deferred.await(done)
+          })
+      })
 
     /** Payments waiting for the next batch (behind the transaction in flight). */
-    const waiting = Queue.size(queue)
+    const waiting = Option.match(commits, { onNone: () => Effect.succeed(0), onSome: (c) => c.waiting })
 
     return { send, waiting, batching: Option.isSome(batcher), maxBatch } as const
   }),

@@ -2,8 +2,9 @@
 // recording transaction is in flight wait and go together in the next one (BEGIN, one lock of all their delivery rows,
 // one batched statement of attempt rows, machine saves, history and subscription counters, COMMIT).
 import { SqlClient, type SqlError } from "@effect/sql"
-import { Chunk, Deferred, Effect, Either, Exit, Queue } from "effect"
+import { Deferred, Effect, Either, Exit } from "effect"
 import { MachineHost } from "../../machines/Host.js"
+import * as GroupCommit from "../sql/GroupCommit.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
 
@@ -65,18 +66,15 @@ export const makeRecorder = Effect.gen(function* () {
       })
     ).pipe(Effect.withSpan("Recorder.record", { attributes: { size: group.length } }))
 
-  const queue = yield* Queue.unbounded<Waiting>()
   const interrupt = (group: Iterable<Waiting>) => Effect.forEach(group, (w) => Deferred.interrupt(w.done), { discard: true })
 
   /**
-   * One turn: the first waiting attempt (blocks while idle) and whoever queued behind it. Should the group's transaction
-   * fail (it rolled back: nothing of it was recorded), each attempt is recorded again on its own, so that one delivery
-   * whose step fails does not take the others down with it; one that fails alone is retried after its lease.
+   * One group. Should its transaction fail (it rolled back: nothing of it was recorded), each attempt is recorded again
+   * on its own, so that one delivery whose step fails does not take the others down with it; one that fails alone is
+   * retried after its lease.
    */
-  const turn = Effect.gen(function* () {
-    const first = yield* Queue.take(queue)
-    const group = [first, ...Chunk.toReadonlyArray(yield* Queue.takeUpTo(queue, RECORD_GROUP_MAX - 1))]
-    yield* Effect.gen(function* () {
+  const recordGroupOrEach = (group: ReadonlyArray<Waiting>) =>
+    Effect.gen(function* () {
       const exit = yield* Effect.exit(recordGroup(group))
       if (Exit.isSuccess(exit) || group.length === 1) {
         return yield* Effect.forEach(group, (w) => Deferred.done(w.done, exit), { discard: true })
@@ -84,15 +82,14 @@ export const makeRecorder = Effect.gen(function* () {
       yield* Effect.logError(`recording ${group.length} webhook attempts together failed; recording each on its own`, exit.cause)
       for (const w of group) yield* Effect.flatMap(Effect.exit(recordGroup([w])), (e) => Deferred.done(w.done, e))
     }).pipe(Effect.onInterrupt(() => interrupt(group)))
-  })
-  yield* Effect.forkScoped(Effect.forever(turn))
-  yield* Effect.addFinalizer(() => Effect.flatMap(Queue.takeAll(queue), interrupt))
+
+  const commits = yield* GroupCommit.make<Waiting>({ maxGroup: RECORD_GROUP_MAX, run: recordGroupOrEach, onStop: interrupt })
 
   /** Records one attempt's outcome (with whichever others are ready); done once its transaction committed. */
   const record = (delivery: DeliveryRow, result: AttemptResult) =>
     Effect.gen(function* () {
       const done = yield* Deferred.make<void, SqlError.SqlError>()
-      yield* Queue.offer(queue, { delivery, result, done })
+      yield* commits.offer({ delivery, result, done })
       return yield* Deferred.await(done)
     })
 
