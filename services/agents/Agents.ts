@@ -70,15 +70,14 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       Effect.gen(function* () {
         const issues: Array<SchemaIssue> = unstorableStrings(input, "")
         if (issues.length > 0) return yield* validationError(issues)
-        input.capabilities?.forEach((capability, i) => {
-          for (const key of ["inputSchema", "outputSchema"] as const) {
+        const capabilitySchemas = (input.capabilities ?? []).flatMap((capability, i) =>
+          (["inputSchema", "outputSchema"] as const).flatMap((key) => {
             const schema = capability[key]
-            if (schema === undefined) continue
-            for (const issue of schemas.checkSchema(schema, `capabilities.${i}.${key}`)) {
-              issues.push({ path: issue.path, message: `not a valid JSON Schema: ${issue.message}` })
-            }
-          }
-        })
+            return schema === undefined ? [] : [{ schema, path: `capabilities.${i}.${key}` }]
+          }))
+        for (const issue of schemas.checkSchemas(capabilitySchemas)) {
+          issues.push({ path: issue.path, message: `not a valid JSON Schema: ${issue.message}` })
+        }
         if (input.endpoints !== undefined) {
           for (const key of ["execution", "health"] as const) {
             const url = input.endpoints[key]

@@ -1,9 +1,13 @@
-// JSON Schema handling for capability input/output schemas: meta-validation at registration, compiled validators cached by content, patterns on RE2.
+// JSON Schema handling for capability input/output schemas: bounds and meta-validation at registration, compiled
+// validators cached by content (within a memory budget), each validation's cost bounded before it runs, patterns on RE2.
 import { Effect } from "effect"
 import { createRequire } from "node:module"
 import type { ErrorObject, ValidateFunction } from "ajv"
 import { pointerToPath } from "../../src/domain/Json.js"
 import { makePatternEngine } from "./patternEngine.js"
+import { type CostProfile, SCHEMA_LIMITS, schemaBounds } from "./schemaBounds.js"
+import { uniqueItemsKeyword } from "./uniqueItems.js"
+import { MAX_VALIDATION_WORK, validationWork } from "./validationCost.js"
 
 const require = createRequire(import.meta.url)
 // ajv ships CommonJS; its ESM typings expose the class as the default export's `default`.
@@ -30,66 +34,127 @@ const formatErrors = (
     }
   })
 
-const MAX_CACHED = 2_000
+/** Compiled validators kept, by the JSON values of their schemas (~1-2 KB of heap each): ~100-200 MB at most. */
+const MAX_CACHED_NODES = 100_000
+
+interface Compiled {
+  readonly validator: ValidateFunction
+  readonly profile: CostProfile
+  readonly nodes: number
+}
 
 export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
   sync: () => {
     // Dialect: JSON Schema 2020-12 by default; schemas declaring draft-07 are accepted too. `pattern`s run on RE2 (linear
     // time): a backtracking pattern like ^(a+)+$ would otherwise let an unpaid 30-character input block the event loop.
     const patterns = makePatternEngine()
-    const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false, code: { regExp: patterns.regExp } })
+    // Compile cost: ajv's code optimizer is super-linear, and inlined $refs copy their target's code at every use (200
+    // uses of a 20-property definition: 1 s); without both, compiling is linear in the schema (docs/decisions.md, issue 24).
+    const ajv = new Ajv2020({
+      strict: false,
+      allErrors: true,
+      validateFormats: false,
+      inlineRefs: false,
+      code: { regExp: patterns.regExp, optimize: false }
+    })
+    ajv.removeKeyword("uniqueItems")
+    ajv.addKeyword(uniqueItemsKeyword)
     ajv.addMetaSchema(draft7MetaSchema)
-    const cache = new Map<string, ValidateFunction>()
+    const cache = new Map<string, Compiled>()
+    let cachedNodes = 0
 
-    /** Issues that make `schema` unusable as a JSON Schema (meta-schema violations, unresolvable references). */
-    const checkSchema = (schema: unknown, prefix: string): Array<SchemaIssue> => {
-      if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
-        return [{ path: prefix, message: "must be a JSON Schema object" }]
+    /** A fresh validator for a schema within SCHEMA_LIMITS; its $id is forgotten at once (agents must not shadow each other's). */
+    const compile = (schema: object): ValidateFunction => {
+      try {
+        return ajv.compile(schema)
+      } finally {
+        ajv.removeSchema(schema)
       }
+    }
+
+    /** Issues that make `schema` unusable: over the limits, meta-schema violations, unresolvable references, unsupported patterns. */
+    const checkOne = (schema: unknown, prefix: string): { readonly issues: Array<SchemaIssue>; readonly nodes: number } => {
+      if (typeof schema !== "object" || schema === null || Array.isArray(schema)) {
+        return { issues: [{ path: prefix, message: "must be a JSON Schema object" }], nodes: 0 }
+      }
+      const bounds = schemaBounds(schema, prefix)
+      if (bounds._tag === "Refused") return { issues: [...bounds.issues], nodes: 0 }
       try {
         const { value: issues } = patterns.session(() => {
           if (!ajv.validateSchema(schema)) return formatErrors(ajv.errors, prefix)
-          validatorFor(schema)
+          compile(schema) // not cached: registration is unpaid, the cache is for paid agents' schemas
           return []
         })
-        return issues
+        return { issues, nodes: bounds.nodes }
       } catch (error) {
         const message = error instanceof RangeError ? "is nested too deeply" : error instanceof Error ? error.message : String(error)
-        return [{ path: prefix, message: message.slice(0, 300) }]
+        return { issues: [{ path: prefix, message: message.slice(0, 300) }], nodes: bounds.nodes }
       }
     }
 
-    /** The compiled validator, compiled once per distinct schema. */
-    const validatorFor = (schema: object): ValidateFunction => {
+    const checkSchema = (schema: unknown, prefix: string): Array<SchemaIssue> => checkOne(schema, prefix).issues
+
+    /**
+     * The schemas of one registration or update: each checked as by checkSchema, all together within
+     * SCHEMA_LIMITS.requestNodes (checking stops there, so a refused request costs about one pass over its JSON).
+     */
+    const checkSchemas = (entries: ReadonlyArray<{ readonly schema: unknown; readonly path: string }>): Array<SchemaIssue> => {
+      const issues: Array<SchemaIssue> = []
+      let total = 0
+      for (const { path, schema } of entries) {
+        const checked = checkOne(schema, path)
+        issues.push(...checked.issues)
+        total += checked.nodes
+        if (total > SCHEMA_LIMITS.requestNodes) {
+          issues.push({ path, message: `the schemas of one request may have at most ${SCHEMA_LIMITS.requestNodes} JSON values together` })
+          break
+        }
+      }
+      return issues
+    }
+
+    /** The compiled validator and cost profile, once per distinct schema; a schema stored before a limit existed is refused. */
+    const compiledFor = (schema: object, prefix: string): Compiled | Array<SchemaIssue> => {
       const key = JSON.stringify(schema)
       const hit = cache.get(key)
-      if (hit !== undefined) return hit
-      let compiled: ValidateFunction
-      try {
-        compiled = ajv.compile(schema)
-      } finally {
-        // Forget the schema's $id at once: agents must not see (or shadow) each other's schemas.
-        ajv.removeSchema(schema)
+      if (hit !== undefined) {
+        cache.delete(key)
+        cache.set(key, hit) // most recently used last
+        return hit
       }
-      if (cache.size >= MAX_CACHED) {
-        const oldest = cache.keys().next()
-        if (!oldest.done) cache.delete(oldest.value)
+      const bounds = schemaBounds(schema, prefix)
+      if (bounds._tag === "Refused") return bounds.issues.map((i) => ({ ...i, message: `cannot be checked: the schema is no longer supported (${i.path} ${i.message})` }))
+      const entry = { validator: compile(schema), profile: bounds.profile, nodes: bounds.nodes }
+      cache.set(key, entry)
+      cachedNodes += entry.nodes
+      for (const [oldKey, old] of cache) {
+        if (cachedNodes <= MAX_CACHED_NODES) break
+        cache.delete(oldKey)
+        cachedNodes -= old.nodes
       }
-      cache.set(key, compiled)
-      return compiled
+      return entry
     }
 
     /**
-     * Validates `value`; returns the failing paths (empty when valid). A string the pattern engine refused to check
-     * (too long for its pattern, or the time budget spent) fails the validation: unchecked is never valid.
+     * Validates `value`; returns the failing paths (empty when valid). A value whose estimated work exceeds
+     * MAX_VALIDATION_WORK, and a string the pattern engine refused to check (too long for its pattern, or the time budget
+     * spent), fail the validation: unchecked is never valid.
      */
     const validate = (schema: object, value: unknown, prefix: string): Array<SchemaIssue> => {
-      let validator: ValidateFunction
+      let compiled: Compiled | Array<SchemaIssue>
       try {
-        validator = validatorFor(schema)
+        compiled = compiledFor(schema, prefix)
       } catch (error) {
         // A schema stored before a limit existed (e.g. a lookahead pattern) can no longer be compiled.
         return [{ path: prefix, message: `cannot be checked: the schema is no longer supported (${error instanceof Error ? error.message.slice(0, 300) : String(error)})` }]
+      }
+      if (Array.isArray(compiled)) return compiled
+      const { profile, validator } = compiled
+      if (validationWork(profile, value) > MAX_VALIDATION_WORK) {
+        return [{
+          path: prefix,
+          message: `is too large to be checked against this schema: its values times the schema's rules exceed ${MAX_VALIDATION_WORK} (send fewer values, or shorter strings)`
+        }]
       }
       const { value: valid, refused } = patterns.session(() => validator(value))
       const issues = valid ? [] : formatErrors(validator.errors, prefix, refused)
@@ -98,6 +163,6 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
       return issues
     }
 
-    return { checkSchema, validate } as const
+    return { checkSchema, checkSchemas, validate } as const
   }
 }) {}
