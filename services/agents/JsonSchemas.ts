@@ -34,11 +34,18 @@ const formatErrors = (
     }
   })
 
-/** Compiled validators kept, by the JSON values of their schemas (~1-2 KB of heap each): ~100-200 MB at most. */
-const MAX_CACHED_NODES = 100_000
+/** Compiled validators kept, by the JSON values of their schemas (both validators: ~0.9 KB of heap per value): ~45 MB at most. */
+const MAX_CACHED_NODES = 50_000
+
+/** Inputs estimated at most this much work get every failure reported (at most ~this many error objects); larger ones the first. */
+const REPORT_ALL_WORK = 20_000
 
 interface Compiled {
+  readonly schema: object
+  /** Stops at the first failure. */
   readonly validator: ValidateFunction
+  /** Reports every failure; compiled when first needed. */
+  all: ValidateFunction | undefined
   readonly profile: CostProfile
   readonly nodes: number
 }
@@ -50,25 +57,27 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
     const patterns = makePatternEngine()
     // Compile cost: ajv's code optimizer is super-linear, and inlined $refs copy their target's code at every use (200
     // uses of a 20-property definition: 1 s); without both, compiling is linear in the schema (docs/decisions.md, issue 24).
-    const ajv = new Ajv2020({
-      strict: false,
-      allErrors: true,
-      validateFormats: false,
-      inlineRefs: false,
-      code: { regExp: patterns.regExp, optimize: false }
-    })
-    ajv.removeKeyword("uniqueItems")
-    ajv.addKeyword(uniqueItemsKeyword)
-    ajv.addMetaSchema(draft7MetaSchema)
+    const makeAjv = (allErrors: boolean) => {
+      const instance = new Ajv2020({ strict: false, allErrors, validateFormats: false, inlineRefs: false, code: { regExp: patterns.regExp, optimize: false } })
+      instance.removeKeyword("uniqueItems")
+      instance.addKeyword(uniqueItemsKeyword)
+      instance.addMetaSchema(draft7MetaSchema)
+      return instance
+    }
+    // A schema's problems are all reported (it is small: SCHEMA_LIMITS), and a small input's; a larger input's validation
+    // stops at its first failure, because with allErrors one input raises an error per failing (rule, value) pair: 7,000
+    // items failing 64 branches made ~900,000 error objects, which pushed the process to its heap cap.
+    const ajv = makeAjv(true)
+    const inputs = makeAjv(false)
     const cache = new Map<string, Compiled>()
     let cachedNodes = 0
 
     /** A fresh validator for a schema within SCHEMA_LIMITS; its $id is forgotten at once (agents must not shadow each other's). */
-    const compile = (schema: object): ValidateFunction => {
+    const compile = (schema: object, instance = inputs): ValidateFunction => {
       try {
-        return ajv.compile(schema)
+        return instance.compile(schema)
       } finally {
-        ajv.removeSchema(schema)
+        instance.removeSchema(schema)
       }
     }
 
@@ -124,7 +133,7 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
       }
       const bounds = schemaBounds(schema, prefix)
       if (bounds._tag === "Refused") return bounds.issues.map((i) => ({ ...i, message: `cannot be checked: the schema is no longer supported (${i.path} ${i.message})` }))
-      const entry = { validator: compile(schema), profile: bounds.profile, nodes: bounds.nodes }
+      const entry: Compiled = { schema, validator: compile(schema), all: undefined, profile: bounds.profile, nodes: bounds.nodes }
       cache.set(key, entry)
       cachedNodes += entry.nodes
       for (const [oldKey, old] of cache) {
@@ -149,13 +158,14 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
         return [{ path: prefix, message: `cannot be checked: the schema is no longer supported (${error instanceof Error ? error.message.slice(0, 300) : String(error)})` }]
       }
       if (Array.isArray(compiled)) return compiled
-      const { profile, validator } = compiled
-      if (validationWork(profile, value) > MAX_VALIDATION_WORK) {
+      const work = validationWork(compiled.profile, value)
+      if (work > MAX_VALIDATION_WORK) {
         return [{
           path: prefix,
           message: `is too large to be checked against this schema: its values times the schema's rules exceed ${MAX_VALIDATION_WORK} (send fewer values, or shorter strings)`
         }]
       }
+      const validator = work <= REPORT_ALL_WORK ? (compiled.all ??= compile(compiled.schema, ajv)) : compiled.validator
       const { value: valid, refused } = patterns.session(() => validator(value))
       const issues = valid ? [] : formatErrors(validator.errors, prefix, refused)
       const reported = new Set(issues.map((i) => i.message))

@@ -49,7 +49,7 @@ describe("hostile schemas before payment (issue 24)", () => {
 
       // The MCP tool takes the same path (validation before payment): a tool error with the same code, as fast.
       const viaMcp = yield* Effect.promise(() =>
-        mcpCall(server.baseUrl, "register_agent", registration(devAccount(7), { capabilities: [capability({ inputSchema: wideSchema(20_000) })] })))
+        mcpCall(server.baseUrl, "register_agent", registration(devAccount(7), { capabilities: [capability({ inputSchema: wideSchema(20_000) })] }))())
       expect(isMcpClientError(viaMcp), JSON.stringify(viaMcp.body).slice(0, 300)).toBe(true)
       expect(viaMcp.body.result.content[0].text).toContain("VALIDATION_ERROR")
       expect(viaMcp.ms).toBeLessThan(1_000)

@@ -55,7 +55,7 @@ export const ACCEPTED_SCHEMAS = {
   heavy: { type: "object", properties: { items: { type: "array", items: branchesSchema("allOf", 64) } } },
   pattern: patternSchema("^([a-z0-9]+-)*[a-z0-9]+$"),
   enum: { type: "object", properties: { v: enumSchema(500) } },
-  deep: { type: "object", properties: { a: deepSchema(12) } },
+  deep: { type: "object", properties: { a: deepSchema(10) } },
   refs: doublingSchema(8, { type: "object", properties: { a: { type: "string", maxLength: 100 } } })
 } as const
 
@@ -87,12 +87,14 @@ export const timed = async (url: string, init: { method?: string; body?: unknown
   return { status: response.status, ms, body }
 }
 
-/** An MCP tool call as a stateless JSON-RPC request (`accept: application/json`: no session, one JSON answer). */
-export const mcpCall = (baseUrl: string, name: string, args: unknown) =>
-  timed(`${baseUrl}/mcp`, {
-    body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args } },
-    headers: { accept: "application/json" }
-  })
+/**
+ * An MCP tool call as a stateless JSON-RPC request (`accept: application/json`: no session, one JSON answer), its body
+ * serialized now: call the result to send it.
+ */
+export const mcpCall = (baseUrl: string, name: string, args: unknown) => {
+  const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args } })
+  return () => timed(`${baseUrl}/mcp`, { body, headers: { accept: "application/json" } })
+}
 
 /** The spec's failure envelope with a known code whose status is `status` (a 4xx). */
 export const isClientErrorEnvelope = (status: number, body: any) =>
@@ -117,6 +119,13 @@ export const residentMemory = async (pid: number) => {
   const status = await readFile(`/proc/${pid}/status`, "utf8")
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024
   return { rss: kb("VmRSS"), peak: kb("VmHWM") }
+}
+
+/** CPU time a process has used (user + system), in seconds, from /proc/<pid>/stat. */
+export const cpuSeconds = async (pid: number) => {
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ = 100)
 }
 
 export const median = (xs: ReadonlyArray<number>) => {
