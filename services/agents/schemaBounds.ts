@@ -150,7 +150,10 @@ const profileOf = (root: Json, prefix: string): CostProfile => {
       else if (IN_PLACE_ONE.includes(key)) inPlace(value, p)
       else if (IN_PLACE_MANY.includes(key) && Array.isArray(value)) value.forEach((s, i) => inPlace(s, at(p, i)))
       else if (IN_PLACE_MAP.includes(key) && isObject(value)) {
-        for (const [k, s] of Object.entries(value)) Array.isArray(s) ? (byDepth[0]! += countValues(s)) : inPlace(s, at(p, k))
+        for (const [k, s] of Object.entries(value)) {
+          if (Array.isArray(s)) byDepth[0]! += countValues(s) // draft-07 dependencies: property names
+          else inPlace(s, at(p, k))
+        }
       } else if (CHILD_ONE.includes(key)) child(value, p)
       else if (CHILD_MAP.includes(key) && isObject(value)) for (const [k, s] of Object.entries(value)) child(s, at(p, k))
       else if ((key === "items" || key === "prefixItems") && Array.isArray(value)) value.forEach((s, i) => child(s, at(p, i)))
