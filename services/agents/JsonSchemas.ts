@@ -131,8 +131,10 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
         cache.set(key, hit) // most recently used last
         return hit
       }
-      const bounds = schemaBounds(schema, prefix)
-      if (bounds._tag === "Refused") return bounds.issues.map((i) => ({ ...i, message: `cannot be checked: the schema is no longer supported (${i.path} ${i.message})` }))
+      const bounds = schemaBounds(schema, "schema")
+      if (bounds._tag === "Refused") {
+        return bounds.issues.map((i) => ({ path: prefix, message: `cannot be checked: the schema is no longer supported (${i.path} ${i.message})` }))
+      }
       const entry: Compiled = { schema, validator: compile(schema), all: undefined, profile: bounds.profile, nodes: bounds.nodes }
       cache.set(key, entry)
       cachedNodes += entry.nodes
