@@ -50,8 +50,7 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
     const nonce = randomBytes(16).toString("base64")
     const session = request.cookies[SESSION_COOKIE]
     const signedIn = sessions.valid(session, now) ? session : undefined
-    const segments = url.pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
-    const route = `${request.method} /${segments.length === 0 ? "" : segments[0]}`
+    const decoded = decodeSegments(url.pathname)
 
     const page = (answer: Answer, csrf?: string) =>
       HttpServerResponse.text(layout({ title: answer.title, nonce, body: answer.body, ...(csrf === undefined ? {} : { csrf }) }), {
@@ -68,6 +67,10 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
       })
     const see = (location: string) => HttpServerResponse.empty({ status: 303, headers: { location, "cache-control": "no-store" } })
     const message = (status: number, title: string, text: string) => page({ status, title, body: messagePage(text) }, signedIn === undefined ? undefined : sessions.csrf(signedIn))
+    // A path that is not valid percent-encoded UTF-8 is the client's mistake, whoever sends it (logged in or not).
+    if (decoded === undefined) return message(400, "Bad request", "the path is not valid percent-encoding")
+    const segments = decoded
+    const route = `${request.method} /${segments.length === 0 ? "" : segments[0]}`
 
     /** A POST form: same origin (when the browser says), urlencoded, small. */
     const form = Effect.gen(function* () {
@@ -174,6 +177,15 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
           Effect.as(HttpServerResponse.text("The console failed to answer; see the server log.", { status: 500, contentType: "text/plain; charset=utf-8" }))
         ))
   )
+
+/** The path's segments after /ops, decoded; undefined when one is not valid percent-encoded UTF-8 (`/ops/%E0`). */
+const decodeSegments = (pathname: string): ReadonlyArray<string> | undefined => {
+  try {
+    return pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
+  } catch {
+    return undefined
+  }
+}
 
 const readFlash = (value: string | undefined): Notice | undefined => {
   if (value === undefined) return undefined
