@@ -54,6 +54,7 @@ import { OperatorStats } from "../services/operator/Stats.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
+import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
 
 /** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
@@ -138,7 +139,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Levers.Default,
         Decisions.Default,
         OperatorStats.Default,
-        OperatorTransactions.Default
+        OperatorTransactions.Default,
+        TokenThrottle.Default
       )
     ),
     Layer.provide(MachinesLive),
