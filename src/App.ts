@@ -54,6 +54,7 @@ import { OperatorStats } from "../services/operator/Stats.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
+import { announceReady } from "./cluster/supervised.js"
 import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
 
@@ -189,6 +190,7 @@ const BannerLive = Layer.effectDiscard(
     if (format === "json") {
       yield* Effect.logInfo(`agent marketplace listening on ${address}`, { address, mode: chain.mode, database: db.mode, chainId: chain.chainId, network: chain.network, usdc: chain.usdc.address, treasury: chain.treasury })
     } else yield* Effect.sync(() => console.log(lines.join("\n")))
+    yield* Effect.sync(announceReady)
   })
 )
 
