@@ -97,7 +97,12 @@ export const supervise = (bundle) =>
         current.ready = true
         if (replacing !== undefined) log("info", `server pid ${child.pid} is serving again (replacing pid ${replacing.pid}, ${Date.now() - replacing.at} ms after it died)`, { serverPid: child.pid, replacing: replacing.pid, restartMs: Date.now() - replacing.at })
       })
-      child.once("error", (error) => log("error", `the server could not be started: ${error.message}`))
+      child.once("error", (error) => {
+        // No process, so no exit event: nothing to wait for.
+        if (child.pid !== undefined) return
+        log("error", `the server could not be started: ${error.message}`)
+        resolve(1)
+      })
       child.once("exit", (code, signal) => void onExit(current, code, signal, started))
     }
 
