@@ -65,9 +65,17 @@ export const addressRefusal = (address: string): string | undefined => {
 /** True for loopback, private, link-local, shared (CGNAT), documentation, multicast, reserved and transition addresses (IPv4 inside IPv6 included). */
 export const isPrivateAddress = (address: string): boolean => addressRefusal(address) !== undefined
 
-/** The refusal shared by the registration check and the connect-time check. */
-export const privateAddressMessage = (host: string, address: string, why: string) =>
-  `host ${host} resolves to a private or reserved address (${address}, ${why}); set ALLOW_PRIVATE_URLS=true to allow`
+/** A URL whose host is itself a private or reserved address (the client wrote it: nothing was looked up). */
+export const privateLiteralMessage = (host: string, why: string) =>
+  `host ${host} is a private or reserved address (${why}); set ALLOW_PRIVATE_URLS=true to allow`
+
+/**
+ * The refusal of a host name after a lookup, shared by the registration check and the connect-time check. It says that
+ * the URL is not allowed, never what the name resolved to nor whether it resolved at all: a refusal must not turn the
+ * service into a probe of names only its own network can resolve.
+ */
+export const hostNotAllowedMessage = (host: string) =>
+  `host ${host} is not allowed: outbound URLs must have public addresses only (set ALLOW_PRIVATE_URLS=true to allow private ones)`
 
 /** The first address that may not be reached, with why; undefined when all are public. */
 export const firstRefused = (addresses: ReadonlyArray<{ readonly address: string }>) => {
@@ -88,8 +96,8 @@ export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
     const { allowPrivateUrls } = yield* AppConfig
     const resolver = yield* HostResolver
 
-    /** Resolves the host and returns its addresses, refusing private ones unless allowed. */
-    const resolve = (raw: string): Effect.Effect<ReadonlyArray<{ address: string; family: number }>, UrlRejected> =>
+    /** The URL itself: parsed, http(s), and a literal address checked against the policy. Never looks anything up. */
+    const parse = (raw: string): Effect.Effect<{ readonly host: string; readonly literal: number }, UrlRejected> =>
       Effect.gen(function* () {
         const url = yield* Effect.try({
           try: () => new URL(raw),
@@ -99,24 +107,46 @@ export class UrlGuard extends Effect.Service<UrlGuard>()("UrlGuard", {
           return yield* new UrlRejected({ url: raw, reason: "only http and https URLs are allowed" })
         }
         const host = hostOf(url)
-        const addresses = net.isIP(host) !== 0
-          ? [{ address: host, family: net.isIP(host) }]
-          : yield* Effect.tryPromise({
-            try: () => resolver.lookup(host),
-            catch: () => new UrlRejected({ url: raw, reason: `host ${host} does not resolve` })
-          })
-        if (addresses.length === 0) return yield* new UrlRejected({ url: raw, reason: `host ${host} does not resolve` })
+        const literal = net.isIP(host)
+        if (literal !== 0 && !allowPrivateUrls) {
+          const why = addressRefusal(host)
+          if (why !== undefined) return yield* new UrlRejected({ url: raw, reason: privateLiteralMessage(host, why) })
+        }
+        return { host, literal }
+      })
+
+    /** Resolves the host and returns its addresses, refusing private ones unless allowed. */
+    const resolve = (raw: string): Effect.Effect<ReadonlyArray<{ address: string; family: number }>, UrlRejected> =>
+      Effect.gen(function* () {
+        const { host, literal } = yield* parse(raw)
+        if (literal !== 0) return [{ address: host, family: literal }]
+        // Why a name is refused goes to the log (for the operator), never into the answer.
+        const refuse = (detail: string) =>
+          Effect.zipRight(
+            Effect.logInfo("outbound URL refused", { host, detail }),
+            Effect.fail(new UrlRejected({ url: raw, reason: hostNotAllowedMessage(host) }))
+          )
+        const addresses = yield* Effect.tryPromise(() => resolver.lookup(host)).pipe(
+          Effect.catchAll(() => refuse("does not resolve"))
+        )
+        if (addresses.length === 0) return yield* refuse("no addresses")
         if (!allowPrivateUrls) {
           const bad = firstRefused(addresses)
-          if (bad !== undefined) return yield* new UrlRejected({ url: raw, reason: privateAddressMessage(host, bad.address, bad.why) })
+          if (bad !== undefined) return yield* refuse(`resolves to ${bad.address} (${bad.why})`)
         }
         return addresses
       })
 
-    /** Checks a URL against the policy (used at registration and on every outbound call). */
-    const check = (raw: string) => Effect.asVoid(allowPrivateUrls ? Effect.void : resolve(raw))
+    /** Checks a URL against the policy (used at registration and on every outbound call); may look its host up. */
+    const check = (raw: string): Effect.Effect<void, UrlRejected> => (allowPrivateUrls ? Effect.void : Effect.asVoid(resolve(raw)))
 
-    return { allowPrivateUrls, resolve, check } as const
+    /**
+     * What can be checked without a lookup (the URL's form, a literal address): run before the caller has proved
+     * anything (a payment, a signature); `check` runs once they have.
+     */
+    const screen = (raw: string): Effect.Effect<void, UrlRejected> => (allowPrivateUrls ? Effect.void : Effect.asVoid(parse(raw)))
+
+    return { allowPrivateUrls, resolve, check, screen } as const
   }),
   dependencies: [HostResolver.Default]
 }) {}

@@ -54,6 +54,8 @@ import { OperatorStats } from "../services/operator/Stats.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
+import { announceReady } from "./cluster/supervised.js"
+import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
 
 /** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
@@ -138,7 +140,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Levers.Default,
         Decisions.Default,
         OperatorStats.Default,
-        OperatorTransactions.Default
+        OperatorTransactions.Default,
+        TokenThrottle.Default
       )
     ),
     Layer.provide(MachinesLive),
@@ -187,6 +190,7 @@ const BannerLive = Layer.effectDiscard(
     if (format === "json") {
       yield* Effect.logInfo(`agent marketplace listening on ${address}`, { address, mode: chain.mode, database: db.mode, chainId: chain.chainId, network: chain.network, usdc: chain.usdc.address, treasury: chain.treasury })
     } else yield* Effect.sync(() => console.log(lines.join("\n")))
+    yield* Effect.sync(announceReady)
   })
 )
 

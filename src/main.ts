@@ -6,10 +6,14 @@ import { ConfigLive } from "../layers/Config.js"
 import { DataDirReadyLive } from "../layers/dataDir.js"
 import { AppLive } from "./App.js"
 import { serve } from "./cluster/launch.js"
+import { watchSupervisor } from "./cluster/supervised.js"
 import { describeStartupFailure } from "./startupFailure.js"
 
 /** The configuration, handed on only once DATA_DIR is known to be usable. */
 const ConfigReadyLive = Layer.provideMerge(DataDirReadyLive, ConfigLive)
+
+// Under `npm start`'s supervisor: stop with it, however it dies.
+watchSupervisor()
 
 // WEB_CONCURRENCY > 1: this process becomes the primary of that many server processes (src/cluster/).
 serve(AppLive, ConfigReadyLive).pipe(

@@ -32,6 +32,13 @@ export const httpDuration = new Histogram({
   registers: [processRegistry]
 })
 
+export const operatorTokenFailures = new Counter({
+  name: "marketplace_operator_token_failures_total",
+  help: "Operator-token attempts that failed, by surface (api: Authorization on /api/v1/operator; console: the /ops login) and outcome (refused: a wrong token, counted; locked: refused unchecked, the address is over its limit)",
+  labelNames: ["surface", "outcome"] as const,
+  registers: [processRegistry]
+})
+
 export const executionsReached = new Counter({
   name: "marketplace_executions_total",
   help: "Executions that reached an API status (completed, failed, timeout, refunded) in this process; a retried execution can count failed, then completed",

@@ -3,15 +3,16 @@ import { Effect } from "effect"
 import type * as net from "node:net"
 import { Agent } from "undici"
 import { AppConfig } from "../Config.js"
-import { firstRefused, privateAddressMessage } from "../UrlGuard.js"
+import { firstRefused, hostNotAllowedMessage } from "../UrlGuard.js"
 import { HostResolver, type ResolvedAddress } from "./HostResolver.js"
 import { outboundSettings } from "./settings.js"
 
 /** Refused by the connect-time lookup; never counted against the agent's breaker. */
 export class BlockedAddressError extends Error {
   readonly code = "EBLOCKEDADDRESS"
-  constructor(readonly hostname: string, readonly address: string, why: string) {
-    super(privateAddressMessage(hostname, address, why))
+  /** The message says only that the host is not allowed; `address` and `why` are for the log. */
+  constructor(readonly hostname: string, readonly address: string, readonly why: string) {
+    super(hostNotAllowedMessage(hostname))
   }
 }
 

@@ -3,7 +3,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
 import type { PresentedPayment } from "../../layers/x402/credential.js"
 import { PaymentRejected } from "../../layers/x402/payment.js"
-import { UrlGuard } from "../../layers/UrlGuard.js"
+import { UrlGuard, type UrlRejected } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,
   Capability,
@@ -42,6 +42,18 @@ const decodeRecord = Schema.decodeUnknown(AgentRecord)
 const validationError = (issues: ReadonlyArray<SchemaIssue>) =>
   new BadRequest({ code: "VALIDATION_ERROR", message: "the request failed validation", details: { issues } })
 
+/** The endpoints' URLs against one of the URL guard's checks, as validation issues at `endpoints.execution`/`.health`. */
+const endpointIssues = <R>(endpoints: Endpoints | undefined, check: (url: string) => Effect.Effect<void, UrlRejected, R>) =>
+  Effect.map(
+    Effect.forEach(["execution", "health"] as const, (key) => {
+      const url = endpoints?.[key]
+      return url === undefined
+        ? Effect.succeed(Option.none<SchemaIssue>())
+        : Effect.map(Effect.flip(check(url)).pipe(Effect.option), Option.map((rejected): SchemaIssue => ({ path: `endpoints.${key}`, message: rejected.reason })))
+    }),
+    Option.reduceCompact<ReadonlyArray<SchemaIssue>, SchemaIssue>([], (all, issue) => [...all, issue])
+  )
+
 const notFound = (id: string) => new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${id} not found`, details: { agentId: id } })
 
 
@@ -78,16 +90,16 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         for (const issue of schemas.checkSchemas(capabilitySchemas)) {
           issues.push({ path: issue.path, message: `not a valid JSON Schema: ${issue.message}` })
         }
-        if (input.endpoints !== undefined) {
-          for (const key of ["execution", "health"] as const) {
-            const url = input.endpoints[key]
-            if (url === undefined) continue
-            const rejected = yield* Effect.flip(urlGuard.check(url)).pipe(Effect.option)
-            if (Option.isSome(rejected)) issues.push({ path: `endpoints.${key}`, message: rejected.value.reason })
-          }
-        }
+        issues.push(...yield* endpointIssues(input.endpoints, urlGuard.screen))
         if (issues.length > 0) return yield* validationError(issues)
       })
+
+    /**
+     * The URL policy's lookup of the endpoints' hosts: only once the caller has proved something (the registration's
+     * payment, the owner's signature), so that strangers cannot make us resolve names of their choice.
+     */
+    const checkEndpointHosts = (endpoints: Endpoints | undefined) =>
+      Effect.flatMap(endpointIssues(endpoints, urlGuard.check), (issues) => (issues.length > 0 ? validationError(issues) : Effect.void))
 
     const walletTaken = (wallet: string) =>
       sql<{ id: string; status: string }>`SELECT id, status FROM agents WHERE wallet = ${wallet}`.pipe(
@@ -120,6 +132,8 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
           { amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" },
           presented
         )
+        // The payment is verified, not settled: a refused endpoint charges nothing.
+        yield* checkEndpointHosts(req.endpoints)
         const refuse = priced.refuse
         const agentId = newAgentId()
         const paymentId = yield* sql.withTransaction(
@@ -204,6 +218,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         // Authenticate first: strangers must not make us resolve hostnames of their choice.
         yield* authorizeOwner(id, auth, false)
         yield* validateSemantics(patch)
+        yield* checkEndpointHosts(patch.endpoints)
         const updated = yield* sql.withTransaction(
           Effect.gen(function* () {
             const current = yield* authorizeOwner(id, auth)

@@ -30,7 +30,7 @@ import { AgentCall } from "./AgentCall.js"
 import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
 import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
-import { prepare } from "./prepare.js"
+import { lookUpCallback, prepare } from "./prepare.js"
 import { retrying } from "./retry.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { finish } from "./finish.js"
@@ -77,6 +77,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const callbacks = yield* ExecutionCallbacks
     const repo = yield* ExecutionsRepo
     const check = yield* prepare
+    const checkCallbackHost = yield* lookUpCallback
     // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
     const scope = yield* Effect.scope
     const retry = yield* retrying(scope)
@@ -125,6 +126,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           },
           ctx.payment
         )
+        // The payment is verified, not settled: a refused callback host charges nothing.
+        if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
         const window = yield* rateLimits.consume(agent.id, verified.payer)
         const giveBack = rateLimits.release(agent.id, verified.payer)

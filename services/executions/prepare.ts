@@ -1,12 +1,24 @@
-// Everything checked before an execution is paid for: the agent, the capability, the input, the circuit, the callback URL.
+// Everything checked before an execution is paid for: the agent, the capability, the input, the circuit, the callback URL
+// (its form; its host is looked up only once the payment is verified).
 import { Effect } from "effect"
-import { UrlGuard } from "../../layers/UrlGuard.js"
+import { UrlGuard, type UrlRejected } from "../../layers/UrlGuard.js"
 import { BadRequest, NotFound } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
 import { Agents } from "../agents/Agents.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
+
+const callbackRefused = (req: ExecuteRequest) => (rejected: UrlRejected) =>
+  new BadRequest({
+    code: "VALIDATION_ERROR",
+    message: "the callback URL is not allowed",
+    details: { issues: [{ path: req.callbackUrl === undefined ? "webhookUrl" : "callbackUrl", message: rejected.reason }] }
+  })
+
+/** The callback URL's host against the URL policy (a lookup): run once the payment is verified, before anything is reserved. */
+export const lookUpCallback = Effect.map(UrlGuard, (urlGuard) => (req: ExecuteRequest, callbackUrl: string) =>
+  urlGuard.check(callbackUrl).pipe(Effect.mapError(callbackRefused(req))))
 
 export const prepare = Effect.gen(function* () {
   const agents = yield* Agents
@@ -38,17 +50,8 @@ export const prepare = Effect.gen(function* () {
       }
       yield* circuits.check(agent)
       const callbackUrl = req.callbackUrl ?? req.webhookUrl
-      if (callbackUrl !== undefined) {
-        yield* urlGuard.check(callbackUrl).pipe(
-          Effect.mapError((rejected) =>
-            new BadRequest({
-              code: "VALIDATION_ERROR",
-              message: "the callback URL is not allowed",
-              details: { issues: [{ path: req.callbackUrl === undefined ? "webhookUrl" : "callbackUrl", message: rejected.reason }] }
-            })
-          )
-        )
-      }
+      // Its form only: the host's lookup waits for the payment (`lookUpCallback`).
+      if (callbackUrl !== undefined) yield* urlGuard.screen(callbackUrl).pipe(Effect.mapError(callbackRefused(req)))
       return { agent, capability, callbackUrl }
     })
 })

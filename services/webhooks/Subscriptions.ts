@@ -42,8 +42,11 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
         return yield* verifyWalletSignature(agent.value, auth)
       })
 
-    /** HTTPS, or http to a loopback host when private URLs are allowed (devnet, tests); the address guard either way. */
-    const checkUrl = (raw: string) =>
+    /**
+     * HTTPS, or http to a loopback host when private URLs are allowed (devnet, tests), and what the address guard can
+     * say without a lookup. The lookup itself (`lookUpHost`) waits for the owner's signature.
+     */
+    const screenUrl = (raw: string) =>
       Effect.gen(function* () {
         const url = URL.canParse(raw) ? new URL(raw) : undefined
         if (url === undefined || (url.protocol !== "https:" && url.protocol !== "http:")) return yield* invalid("url", "must be an https URL")
@@ -52,8 +55,10 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
         if (url.protocol === "http:" && !(urlGuard.allowPrivateUrls && loopback)) {
           return yield* invalid("url", "must be https (http only to a loopback address when ALLOW_PRIVATE_URLS is on)")
         }
-        yield* urlGuard.check(raw).pipe(Effect.mapError((rejected) => invalid("url", rejected.reason)))
+        yield* urlGuard.screen(raw).pipe(Effect.mapError((rejected) => invalid("url", rejected.reason)))
       })
+
+    const lookUpHost = (raw: string) => urlGuard.check(raw).pipe(Effect.mapError((rejected) => invalid("url", rejected.reason)))
 
     const checkEvents = (events: ReadonlyArray<string>) => {
       const unknown = unknownEvents(events)
@@ -64,8 +69,10 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
       Effect.gen(function* () {
         const events = [...new Set(input.events ?? ["*"])]
         yield* checkEvents(events)
-        yield* checkUrl(input.url)
+        yield* screenUrl(input.url)
+        // The signature before any lookup: strangers must not make us resolve names of their choice.
         const proof = yield* owner(input.agentId, auth)
+        yield* lookUpHost(input.url)
         const id = newId("wh")
         const secret = secrets.generate()
         const at = new Date(yield* Clock.currentTimeMillis)
@@ -113,10 +120,17 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
     const update = (id: string, patch: SubscriptionChange, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
         if (patch.events !== undefined) yield* checkEvents(patch.events)
-        if (patch.url !== undefined) yield* checkUrl(patch.url)
+        if (patch.url !== undefined) {
+          yield* screenUrl(patch.url)
+          // The owner's signature before the lookup (checked again, and used, in the change's transaction).
+          const found = yield* repo.find(id)
+          if (Option.isNone(found)) return yield* notFound(id)
+          yield* owner(found.value.agentId, auth)
+          yield* lookUpHost(patch.url)
+        }
         const events = patch.events === undefined ? undefined : [...new Set(patch.events)]
         return yield* change(id, auth, (_, at) => Effect.as(repo.update(id, { ...patch, events }, at), { id, updated: true }))
-      })
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const remove = (id: string, auth: WalletAuthHeaders) => change(id, auth, (_, at) => Effect.as(repo.remove(id, at), { deleted: true }))
 

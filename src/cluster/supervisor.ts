@@ -3,6 +3,7 @@
 import cluster, { type Worker } from "node:cluster"
 import { Data, Deferred, Effect, Runtime } from "effect"
 import { restartBudget } from "./restartBudget.js"
+import { announceReady } from "./supervised.js"
 
 export class WorkersCrashLooping extends Data.TaggedError("WorkersCrashLooping")<{ readonly message: string }> {}
 
@@ -47,6 +48,7 @@ export const superviseWorkers = (options: SuperviseOptions) =>
         if (!announced && listening.size === options.count) {
           announced = true
           log(Effect.logInfo(`${options.count} server workers listening on ${url} (primary pid ${process.pid}, worker pids ${[...listening.values()].join(", ")})`))
+          announceReady()
         }
       })
       worker.once("exit", (code, signal) => {

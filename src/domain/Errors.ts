@@ -65,6 +65,7 @@ export const ErrorCodes = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
   RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
   DISPUTE_LIMIT_REACHED: { status: 429, meaning: "A client may file at most 10 disputes per calendar month (UTC)." },
+  OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); no token is checked until Retry-After (details.retryAfterSeconds)." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
   SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
@@ -180,7 +181,7 @@ export const UnsupportedMediaTypeResponse = envelope(UnsupportedMediaType, "Unsu
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields("INTERNAL_ERROR")) {}
 export const InternalErrorResponse = envelope(InternalError, "InternalError", InternalError.fields.code, 500)
 
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED", "DISPUTE_LIMIT_REACHED")) {}
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED", "DISPUTE_LIMIT_REACHED", "OPERATOR_AUTH_THROTTLED")) {}
 export const RateLimitedResponse = envelope(RateLimited, "RateLimited", RateLimited.fields.code, 429)
 
 export class Unavailable extends Schema.TaggedError<Unavailable>()(

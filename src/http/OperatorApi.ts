@@ -3,7 +3,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentResource, TrustTier } from "../domain/Agent.js"
-import { ConflictResponse, UnauthorizedResponse, UnavailableResponse } from "../domain/Errors.js"
+import { ConflictResponse, RateLimitedResponse, UnauthorizedResponse, UnavailableResponse } from "../domain/Errors.js"
 import {
   ActionList,
   ActionListQuery,
@@ -31,7 +31,7 @@ import {
 import { ok } from "./Envelope.js"
 
 export class OperatorAuth extends HttpApiMiddleware.Tag<OperatorAuth>()("OperatorAuth", {
-  failure: UnauthorizedResponse,
+  failure: Schema.Union(UnauthorizedResponse, RateLimitedResponse),
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
 

@@ -1,7 +1,6 @@
 // Handlers of /api/v1/operator (thin: decode, call services/operator/*, encode) and the bearer-token check guarding them.
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
-import { createHash, timingSafeEqual } from "node:crypto"
 import { Agents } from "../../services/agents/Agents.js"
 import { toResource } from "../../services/agents/View.js"
 import { type OperatorIdentity, OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
@@ -10,33 +9,47 @@ import { Inspection } from "../../services/operator/Inspection.js"
 import { Levers } from "../../services/operator/Levers.js"
 import { OperatorStats } from "../../services/operator/Stats.js"
 import { OperatorTransactions } from "../../services/operator/Transactions.js"
+import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
-import { NotFound, Unauthorized, Unavailable } from "../domain/Errors.js"
+import { NotFound, RateLimited, Unauthorized, Unavailable } from "../domain/Errors.js"
 import { OPERATOR_PAGE_DEFAULT } from "../domain/Operator.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { OperatorAuth } from "./OperatorApi.js"
+import { setResponseHeaders } from "./PaymentHeaders.js"
 
 /** The operator bearer token in force (configured, or generated at start in devnet). */
 export class OperatorToken extends Context.Tag("OperatorToken")<OperatorToken, Redacted.Redacted<string>>() {}
 
-/** Constant-time: both sides are hashed to the same length first, so neither the content nor the length leaks. */
-const sameSecret = (a: string, b: string) => {
-  const digest = (s: string) => createHash("sha256").update(s, "utf8").digest()
-  return timingSafeEqual(digest(a), digest(b))
-}
+const refused = new Unauthorized({ code: "OPERATOR_AUTH_REQUIRED", message: "operator endpoints need Authorization: Bearer <OPERATOR_TOKEN>" })
 
+/**
+ * The bearer check of every operator endpoint: a presented token goes through the one throttle of operator-token
+ * attempts (per client address, shared with the /ops login); a request without one is refused without counting.
+ */
 export const OperatorAuthLive = Layer.effect(
   OperatorAuth,
-  Effect.map(OperatorToken, (token) =>
-    OperatorAuth.of({
+  Effect.gen(function* () {
+    const token = yield* OperatorToken
+    const throttle = yield* TokenThrottle
+    return OperatorAuth.of({
       bearer: (credential) =>
-        sameSecret(Redacted.value(credential), Redacted.value(token))
-          ? Effect.void
-          : Effect.fail(
-            new Unauthorized({ code: "OPERATOR_AUTH_REQUIRED", message: "operator endpoints need Authorization: Bearer <OPERATOR_TOKEN>" })
-          )
-    }))
+        Effect.gen(function* () {
+          const offered = Redacted.value(credential)
+          if (offered === "") return yield* refused
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const checked = yield* throttle.check("api", Option.getOrElse(request.remoteAddress, () => "unknown"), offered, token)
+          if (checked._tag === "Accepted") return
+          if (checked._tag === "Refused") return yield* refused
+          yield* setResponseHeaders({ "Retry-After": String(checked.retryAfterSeconds) })
+          return yield* new RateLimited({
+            code: "OPERATOR_AUTH_THROTTLED",
+            message: `too many failed operator-token attempts from your address; try again in ${checked.retryAfterSeconds} seconds`,
+            details: { retryAfterSeconds: checked.retryAfterSeconds }
+          })
+        })
+    })
+  })
 )
 
 const actorNotFound = (kind: string, id: string) => new NotFound({ code: "ACTOR_NOT_FOUND", message: `no ${kind} ${id}` })

@@ -4,17 +4,17 @@ import { type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerRespons
 import { Cause, Clock, Effect, Either, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig } from "../../layers/Config.js"
-import { RateLimits } from "../../services/executions/RateLimits.js"
 import { OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
 import { Inspection } from "../../services/operator/Inspection.js"
 import { Levers } from "../../services/operator/Levers.js"
 import { OperatorStats } from "../../services/operator/Stats.js"
+import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
 import { MachineKindSchema, OPERATOR_PAGE_DEFAULT } from "../domain/Operator.js"
 import { OperatorToken } from "../http/OperatorHttp.js"
 import { type Html, layout, opsPath } from "./html.js"
 import { type LeverOutcome, pullLever } from "./levers.js"
 import { actionsPage, actorPage, listPage, loginPage, messagePage, type Notice, overviewPage } from "./pages.js"
-import { makeSessions, SESSION_COOKIE, SESSION_TTL_SECONDS, tokenMatches } from "./session.js"
+import { makeSessions, SESSION_COOKIE, SESSION_TTL_SECONDS } from "./session.js"
 
 const FLASH_COOKIE = "ops_flash"
 const MAX_FORM_BYTES = 16 * 1024
@@ -50,8 +50,7 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
     const nonce = randomBytes(16).toString("base64")
     const session = request.cookies[SESSION_COOKIE]
     const signedIn = sessions.valid(session, now) ? session : undefined
-    const segments = url.pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
-    const route = `${request.method} /${segments.length === 0 ? "" : segments[0]}`
+    const decoded = decodeSegments(url.pathname)
 
     const page = (answer: Answer, csrf?: string) =>
       HttpServerResponse.text(layout({ title: answer.title, nonce, body: answer.body, ...(csrf === undefined ? {} : { csrf }) }), {
@@ -68,6 +67,10 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
       })
     const see = (location: string) => HttpServerResponse.empty({ status: 303, headers: { location, "cache-control": "no-store" } })
     const message = (status: number, title: string, text: string) => page({ status, title, body: messagePage(text) }, signedIn === undefined ? undefined : sessions.csrf(signedIn))
+    // A path that is not valid percent-encoded UTF-8 is the client's mistake, whoever sends it (logged in or not).
+    if (decoded === undefined) return message(400, "Bad request", "the path is not valid percent-encoding")
+    const segments = decoded
+    const route = `${request.method} /${segments.length === 0 ? "" : segments[0]}`
 
     /** A POST form: same origin (when the browser says), urlencoded, small. */
     const form = Effect.gen(function* () {
@@ -86,16 +89,16 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
     if (route === "POST /login") {
       const fields = yield* form
       if (Either.isLeft(fields)) return fields.left
-      // Failed logins are limited per client address (the proxy's X-Forwarded-For only with TRUST_PROXY), in PostgreSQL.
-      const attempt = yield* (yield* RateLimits).loginAttempt(Option.getOrElse(request.remoteAddress, () => "unknown"))
-      if (!attempt.allowed) {
-        return page({ status: 429, title: "Operator login", body: loginPage({ retryAfterSeconds: attempt.retryAfterSeconds }) }).pipe(
-          HttpServerResponse.setHeader("retry-after", String(attempt.retryAfterSeconds))
+      // Failed attempts are limited per client address (the proxy's X-Forwarded-For only with TRUST_PROXY), counted
+      // together with the operator API's in PostgreSQL.
+      const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+      const checked = yield* (yield* TokenThrottle).check("console", address, fields.right("token") ?? "", token)
+      if (checked._tag === "Locked") {
+        return page({ status: 429, title: "Operator login", body: loginPage({ retryAfterSeconds: checked.retryAfterSeconds }) }).pipe(
+          HttpServerResponse.setHeader("retry-after", String(checked.retryAfterSeconds))
         )
       }
-      const matches = tokenMatches(fields.right("token") ?? "", token)
-      yield* attempt.settle(!matches)
-      if (!matches) return page({ status: 401, title: "Operator login", body: loginPage(true) })
+      if (checked._tag === "Refused") return page({ status: 401, title: "Operator login", body: loginPage(true) })
       return see("/ops").pipe(HttpServerResponse.unsafeSetCookie(SESSION_COOKIE, sessions.issue(now), { ...cookieOptions, maxAge: `${SESSION_TTL_SECONDS} seconds` }))
     }
     if (signedIn === undefined) {
@@ -174,6 +177,15 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
           Effect.as(HttpServerResponse.text("The console failed to answer; see the server log.", { status: 500, contentType: "text/plain; charset=utf-8" }))
         ))
   )
+
+/** The path's segments after /ops, decoded; undefined when one is not valid percent-encoded UTF-8 (`/ops/%E0`). */
+const decodeSegments = (pathname: string): ReadonlyArray<string> | undefined => {
+  try {
+    return pathname.split("/").slice(2).map((s) => decodeURIComponent(s))
+  } catch {
+    return undefined
+  }
+}
 
 const readFlash = (value: string | undefined): Notice | undefined => {
   if (value === undefined) return undefined

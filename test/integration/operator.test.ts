@@ -38,7 +38,9 @@ const allPages = (path: string, key: string, limit: number) =>
     return items
   })
 
-layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" }))("operator API", (it) => {
+// Wrong tokens from one address would soon be throttled (429, test/integration/operator-token-limit.test.ts); this file
+// checks what each refusal says, so it allows many.
+layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000", OPS_LOGIN_MAX_FAILURES: "1000" }))("operator API", (it) => {
   it.scoped("without the operator token, or with a wrong one, every operator endpoint answers 401 and the body reveals nothing", () =>
     Effect.gen(function* () {
       const wrong = [

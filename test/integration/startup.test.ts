@@ -17,6 +17,7 @@ import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { freePort } from "../../layers/embeddedPostgres.js"
 import { call, devAccount, TREASURY } from "../support/clients.js"
 import { registration } from "../support/fixtures.js"
+import { childrenOf } from "../support/servers.js"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -351,8 +352,14 @@ describe.skipIf(process.platform !== "linux")("the embedded defaults, started, s
     expect((await call(`${second.baseUrl}/api/v1/agents/${agentId}`)).status).toBe(200)
     expect(await treasuryUsdc(rpcUrlOf(second))).toBe(100_000n)
 
-    // kill -9: nothing runs the service's finalizers; postgres and anvil are orphaned.
+    // kill -9 of the supervisor and its server at once (as the kernel's OOM killer could): nothing runs the service's
+    // finalizers and no supervisor stops the server's group; postgres and anvil are orphaned. (Either one killed alone
+    // leaves nothing behind: test/integration/supervision.test.ts.)
     const orphans = await pidsOf(second)
+    const supervisor = second.child.pid ?? 0
+    const server = childrenOf(supervisor)
+    process.kill(supervisor, "SIGSTOP")
+    for (const pid of server) process.kill(pid, "SIGKILL")
     second.child.kill("SIGKILL")
     await second.exited
     expect(alive(orphans.postgres) && alive(orphans.anvil)).toBe(true)

@@ -247,11 +247,11 @@ layer(TestApp({ ALLOW_PRIVATE_URLS: "false" }), { excludeTestServices: true })("
     ["http://127.0.0.1:9/x", "127.0.0.1"],
     ["http://10.1.2.3/x", "10.1.2.3"],
     ["http://[::1]/x", "::1"],
-    ["http://localhost/x", "localhost"],
     ["http://169.254.169.254/latest/meta-data", "169.254.169.254"],
     ["http://[::ffff:127.0.0.1]/x", "::ffff:7f00:1"],
     ["http://2130706433/x", "127.0.0.1"]
   ]
+  // Literal addresses: nothing is looked up, so they are refused before the payment (naming what the client wrote).
   for (const [url, address] of privateUrls) {
     it.effect(`an execution endpoint at ${url} is refused with an issue at endpoints.execution naming the private address`, () =>
       Effect.gen(function* () {
@@ -263,6 +263,12 @@ layer(TestApp({ ALLOW_PRIVATE_URLS: "false" }), { excludeTestServices: true })("
         expect(issue.message).toContain(address)
       }))
   }
+
+  it.effect("a host name (localhost) is looked up only once the registration is paid: unpaid, it gets the challenge", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      expectChallenge(yield* register(baseUrl, body({ endpoints: { execution: "http://localhost/x" } })))
+    }))
 
   it.effect("a private health URL is refused at endpoints.health", () =>
     Effect.gen(function* () {

@@ -1,6 +1,8 @@
 // Real server processes for tests: the package's start script (`node src/tools/start.mjs`, the bundle built once
-// beforehand) with the environment a test gives it, typically one test database and the run's devnet; killed with the scope.
+// beforehand: a supervisor and its server child) with the environment a test gives it, typically one test database and
+// the run's devnet; killed with the scope.
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { freePort } from "../../layers/embeddedPostgres.js"
@@ -60,28 +62,54 @@ const healthy = async (server: ServerProcess, ms: number) => {
   }
 }
 
+/** The children of `pid` (from /proc). */
+export const childrenOf = (pid: number): Array<number> =>
+  readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((entry) => {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid ? [Number(entry)] : []
+    } catch {
+      return []
+    }
+  })
+
+/** The server the start script's supervisor runs (its one child), if any. */
+export const serverPidOf = (server: ServerProcess): number | undefined => childrenOf(server.child.pid ?? 0)[0]
+
+/**
+ * kill -9 of the service: the supervisor is frozen first (it must not restart anything), then the server's process
+ * group (the server and what it started) and the supervisor are SIGKILLed. Nothing of their own shutdown runs.
+ */
+const killAll = async (server: ServerProcess) => {
+  const supervisor = server.child.pid
+  if (supervisor === undefined || server.child.exitCode !== null || server.child.signalCode !== null) return await server.exited
+  try {
+    process.kill(supervisor, "SIGSTOP")
+    const pid = serverPidOf(server)
+    if (pid !== undefined) process.kill(-pid, "SIGKILL")
+  } catch {
+    // already gone
+  }
+  server.child.kill("SIGKILL")
+  return await server.exited
+}
+
 /** A healthy server process with `env` on a free port; SIGKILLed when the scope closes if it still runs. */
 export const serverProcess = (env: Record<string, string>) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
       const server = launch(await freePort(), env)
-      await healthy(server, 60_000).catch((error: unknown) => {
-        server.child.kill("SIGKILL")
+      await healthy(server, 60_000).catch(async (error: unknown) => {
+        await killAll(server)
         throw error
       })
       return server
     }),
-    (server) => Effect.promise(async () => {
-      if (server.child.exitCode === null && server.child.signalCode === null) {
-        server.child.kill("SIGKILL")
-        await server.exited
-      }
-    })
+    (server) => Effect.promise(() => killAll(server))
   )
 
 /** kill -9: nothing of the process's own shutdown runs (its leases, in-flight posts and connections are abandoned). */
-export const killHard = (server: ServerProcess) =>
-  Effect.promise(async () => {
-    server.child.kill("SIGKILL")
-    return await server.exited
-  })
+export const killHard = (server: ServerProcess) => Effect.promise(() => killAll(server))
+
+/** Polls /health until "ok" (within `ms`), as at start. */
+export const untilHealthy = (server: ServerProcess, ms: number) => Effect.promise(() => healthy(server, ms))
