@@ -32,6 +32,7 @@ export const ErrorCodes = {
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
   RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
+  AGENT_PAUSED_BY_OPERATOR: { status: 403, meaning: "An operator paused the agent: only an operator makes it active again (details.reason says why; the agent's resource shows it too)." },
   WITHDRAWAL_AUTHORIZATION_REQUIRED: { status: 403, meaning: "A payout to an address other than the agent's registered wallet needs `authorization`, an EIP-712 signature over the amount and destination (docs/withdrawals.md); details.typedData says what to sign. Nothing was taken." },
   CHAIN_DISABLED: { status: 403, meaning: "The target agent does not accept chained calls, or not from this caller (its chain_blocked_callers or chain_allowed_callers)." },
   AGENT_NOT_CHAINABLE: { status: 403, meaning: "The target agent cannot be called in a chain (reputation below 40)." },
@@ -128,7 +129,7 @@ export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unaut
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
