@@ -74,4 +74,16 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("operator 
       expect(yield* agentView(agentId)).toMatchObject({ status: "suspended", status_set_by: "operator", status_reason: "terms violation" })
       expect((yield* asOwner(3, agentId, "PATCH", { status: "active" })).body.error?.code).toBe("AGENT_SUSPENDED")
     }))
+
+  it.scoped("an operator can make the owner's own pause the operator's: then the owner cannot lift it", () =>
+    Effect.gen(function* () {
+      const agentId = yield* newAgent(4)
+      expect((yield* asOwner(4, agentId, "PATCH", { status: "inactive" })).status).toBe(200)
+      const taken = yield* operatorSets(agentId, "inactive", REASON)
+      expect(taken.status, JSON.stringify(taken.body)).toBe(200)
+      expect(yield* agentView(agentId)).toMatchObject({ status: "inactive", status_set_by: "operator", status_reason: REASON })
+      expect((yield* asOwner(4, agentId, "PATCH", { status: "active" })).body.error?.code).toBe("AGENT_PAUSED_BY_OPERATOR")
+      // A second operator pause changes nothing and is recorded as refused.
+      expect((yield* operatorSets(agentId, "inactive", "again")).body.error?.code).toBe("LEVER_NOT_APPLICABLE")
+    }))
 })
