@@ -25,7 +25,7 @@ const callerTraceId = (header: string | undefined): string | undefined => {
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
 
 /** Request headers whose values no log line of the request may show (an error message could quote them). */
-const SECRET_HEADERS = ["authorization", "x-payment", "payment-signature", "x-agent-signature", "x-chain-token", "cookie"]
+const SECRET_HEADERS = ["authorization", "x-payment", "payment-signature", "x-agent-signature", "x-chain-token", "x-client-id", "cookie"]
 
 const secretsOf = (headers: Readonly<Record<string, string | undefined>>): Array<string> =>
   SECRET_HEADERS.flatMap((name) => {

@@ -222,6 +222,13 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         const updated = yield* sql.withTransaction(
           Effect.gen(function* () {
             const current = yield* authorizeOwner(id, auth)
+            // An operator's pause is the operator's to lift; the owner may still edit everything else.
+            const pausedByOperator = current.status === "inactive" && current.statusSetBy === "operator"
+            if (pausedByOperator && patch.status === "active") {
+              const message = "an operator paused this agent; only an operator can make it active again"
+              return yield* new Forbidden({ code: "AGENT_PAUSED_BY_OPERATOR", message, details: { setBy: "operator", reason: current.statusReason } })
+            }
+            const statusChange = patch.status === undefined || pausedByOperator ? {} : { status: patch.status, statusReason: null, statusSetBy: "owner" }
             const chainSettings = { ...current.chainSettings, ...(patch.chainSettings ?? {}) }
             const set = {
               ...(patch.name === undefined ? {} : { name: patch.name }),
@@ -230,7 +237,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
               ...(patch.capabilities === undefined ? {} : { capabilities: JSON.stringify(encodeCapabilities(patch.capabilities)) }),
               ...(patch.endpoints === undefined ? {} : { endpoints: JSON.stringify(patch.endpoints) }),
               ...(patch.metadata === undefined ? {} : { metadata: JSON.stringify(patch.metadata) }),
-              ...(patch.status === undefined ? {} : { status: patch.status, statusReason: null }),
+              ...statusChange,
               chainSettings: JSON.stringify(chainSettings),
               updatedAt: new Date()
             }
@@ -249,7 +256,9 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         yield* sql.withTransaction(
           Effect.gen(function* () {
             yield* authorizeOwner(id, auth)
-            yield* sql`UPDATE agents SET status = 'inactive', updated_at = now() WHERE id = ${id}`
+            // Already inactive (an operator's pause included): the pause, its author and reason stay as they are.
+            yield* sql`UPDATE agents SET status = 'inactive', status_reason = NULL, status_set_by = 'owner', updated_at = now()
+                       WHERE id = ${id} AND status <> 'inactive'`
             yield* outbox.emit("agent.deactivated", id, { agentId: id })
           })
         ).pipe(Effect.catchTag("SqlError", Effect.die))
@@ -271,7 +280,8 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       Effect.gen(function* () {
         const [current] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${id} AND status <> 'pending' FOR UPDATE`
         if (current === undefined) return Option.none()
-        const rows = yield* sql`UPDATE agents SET status = ${status}, status_reason = ${reason ?? null}, updated_at = now() WHERE id = ${id} RETURNING *`
+        const rows = yield* sql`UPDATE agents SET status = ${status}, status_reason = ${reason ?? null}, status_set_by = 'operator', updated_at = now()
+                                WHERE id = ${id} RETURNING *`
         yield* outbox.emit("agent.status_changed", id, { agentId: id, status, reason: reason ?? null })
         return Option.some({ previous: current.status, agent: yield* Effect.orDie(decodeRecord(rows[0])) })
       })

@@ -14,6 +14,8 @@ export const toResource = (agent: AgentRecord): AgentResource => {
     endpoints: agent.endpoints,
     metadata: agent.metadata,
     status: agent.status === "pending" ? "inactive" : agent.status,
+    status_set_by: agent.statusSetBy,
+    status_reason: agent.status !== "active" && agent.statusSetBy === "operator" ? agent.statusReason : null,
     reputation_score: agent.reputationScore,
     health_score: agent.healthScore,
     health_updated_at: agent.healthUpdatedAt.toISOString(),

@@ -3,7 +3,7 @@
 // price from the chain's budget (one UPDATE under the chain row's lock) and holds it in the call's escrow.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Option } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { sha256 } from "../../layers/x402/payment.js"
 import { CHAIN_TIMEOUT_MS } from "../../machines/chain.js"
@@ -38,6 +38,9 @@ import { ChainTokens } from "./Tokens.js"
 /** Spec: a chained callee needs a reputation of at least 40. */
 export const MIN_CHAIN_REPUTATION = 40
 const DEADLINE_GRACE_MS = 60_000
+
+/** A chained call's read-back handle: 256 random bits (docs/chains.md, "Reading a call's result again"). */
+export const newReadHandle = () => `chr_${randomBytes(32).toString("base64url")}`
 
 const ended = (chain: ChainRow) => chain.status === "completed" || chain.status === "failed" || chain.status === "partial"
 
@@ -123,10 +126,16 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         return { chainId: token.cid, depth: token.d, remainingBudget: formatUsdc(remaining), childToken }
       })
 
-    const answer = (id: string, token: ChainTokenPayload) =>
+    /** `readHandle`: only in the answer that created the call (the service keeps its hash, never the handle). */
+    const answer = (id: string, token: ChainTokenPayload, readHandle?: string) =>
       Effect.gen(function* () {
         const row = Option.getOrThrow(yield* executions.find(id).pipe(Effect.orDie))
-        return { ...View.forClient(row, true), transactionId: row.transactionId, chain: yield* infoFor(token) } satisfies ExecutionView
+        const chain = yield* infoFor(token)
+        return {
+          ...View.forClient(row, true),
+          transactionId: row.transactionId,
+          chain: readHandle === undefined ? chain : { ...chain, readHandle }
+        } satisfies ExecutionView
       })
 
     const call = (req: ExecuteRequest, header: string, async: boolean) =>
@@ -179,6 +188,9 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
 
         const requestId = newId("req")
         const paymentId = newPaymentId()
+        // The call's read-back handle (its "payment header" for GET /execute/:id): random, given once to the caller. It
+        // must not be computable from public ids (request and chain ids are public); the chain's payer reads with the root's.
+        const readHandle = newReadHandle()
         // Paid from the budget: the payment is settled from the start (the budget is treasury money since the root settled).
         const started = startMachine(executionMachine, { retryWindowMs, deadlineMs: timeoutMs + DEADLINE_GRACE_MS, startedAt: now, chained: true })
         const settled = stepMachine(executionMachine, started.persisted, { type: "PAYMENT_SETTLED", at: now })
@@ -220,7 +232,7 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
               sql`INSERT INTO payments (id, purpose, subject_id, payer, pay_to, asset, network, amount, nonce, valid_after, valid_before,
                                         signature, header_sha256, status, tx_hash, settled_at)
                   SELECT ${paymentId}, 'chain', ${requestId}, payer, pay_to, asset, network, ${price.toString()}, ${`0x${randomBytes(32).toString("hex")}`},
-                         0, 0, 'chain-budget', ${createHash("sha256").update(`chain-budget:${requestId}`).digest("hex")}, 'settled', tx_hash, ${new Date(now)}
+                         0, 0, 'chain-budget', ${sha256(readHandle)}, 'settled', tx_hash, ${new Date(now)}
                   FROM payments WHERE id = (SELECT payment_id FROM chains WHERE id = ${token.cid})`,
               ...created.statements,
               ...hold.statements,
@@ -266,7 +278,7 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         yield* host.deliverNow("execution", requestId, outcome.event).pipe(Effect.orDie)
         yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
         yield* roots.check(token.cid).pipe(Effect.orDie)
-        return yield* answer(requestId, token)
+        return yield* answer(requestId, token, readHandle)
       }).pipe(Effect.withSpan("ChainCalls.call"))
 
     return { call } as const

@@ -286,7 +286,8 @@ export class Disputes extends Effect.Service<Disputes>()("disputes/Disputes", {
       evidence,
       timeline,
       list,
-      clientIdOf: (row: DisputeRow) => clientIds.issue(row.clientWallet)
+      /** What a view shows for the client: its id's public handle, never the id (a bearer credential). */
+      clientHandleOf: (row: DisputeRow) => clientIds.handle(row.clientWallet)
     } as const
   }),
   dependencies: [DisputesRepo.Default, Agents.Default, Outbox.Default, ClientIds.Default, MachineHost.Default]

@@ -4,11 +4,12 @@ import type { DisputeRow, DisputeSummary, EvidenceRow, TimelineRow } from "./Rep
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString())
 
-export const toDispute = (d: DisputeRow, clientId: string) => ({
+/** `clientHandle`: the public handle of the client's id (`clh_…`), never the X-Client-Id itself (a credential). */
+export const toDispute = (d: DisputeRow, clientHandle: string) => ({
   id: d.id,
   transaction_id: d.transactionId,
   escrow_id: d.escrowId,
-  client_id: clientId,
+  client_id: clientHandle,
   agent_id: d.agentId,
   reason: d.reason,
   client_evidence: d.clientEvidence,

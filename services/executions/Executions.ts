@@ -244,12 +244,21 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
       }).pipe(sqlErrorsAsDefects, Effect.withSpan("Executions.execute"))
 
+    /**
+     * Whether `proofs` hold this execution's credential: its payment header (a sub-call's: its random read-back handle),
+     * or, for a call inside a chain, the chain's root payment header (the chain's payer reads the whole tree).
+     */
+    const holdsExecution = (row: ExecutionRow, proofs: ReadonlyArray<string>) =>
+      holdsPayment(proofs, row.headerSha256) ? Effect.succeed(true)
+        : row.chainId === null || proofs.length === 0 ? Effect.succeed(false)
+        : Effect.map(repo.chainPaymentSha256(row.chainId).pipe(Effect.orDie), Option.match({ onNone: () => false, onSome: (root) => holdsPayment(proofs, root) }))
+
     /** Status for anyone; output and cost only for the holder of the original payment header (either version's header). */
     const status = (id: string, proofs: ReadonlyArray<string>) =>
       Effect.gen(function* () {
         const row = yield* load(id)
         if (Option.isNone(row)) return yield* new NotFound({ code: "EXECUTION_NOT_FOUND", message: `no execution ${id}` })
-        const reveal = holdsPayment(proofs, row.value.headerSha256)
+        const reveal = yield* holdsExecution(row.value, proofs)
         const view = View.forClient(row.value, reveal)
         const callback = reveal && row.value.callbackUrl !== null ? yield* Effect.orDie(callbacks.status(id)) : Option.none()
         return Option.match(callback, { onNone: () => view, onSome: (c): ExecutionView => ({ ...view, callback: c }) })

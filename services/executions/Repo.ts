@@ -87,6 +87,13 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
 
     const setReleaseAt = (escrowId: string, at: number) => UnitOfWork.update(sql, "escrows", escrowId, { releaseAt: new Date(at) })
 
-    return { find, lock, findIdempotent, setEscrow, setReleaseAt } as const
+    /** The sha256 of the credential that paid for a chain (its root payment): the chain's payer reads every call in it. */
+    const chainPaymentSha256 = (chainId: string) =>
+      sql<{ headerSha256: string }>`
+        SELECT p.header_sha256 FROM chains c JOIN payments p ON p.id = c.payment_id WHERE c.id = ${chainId}`.pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0]?.headerSha256))
+      )
+
+    return { find, lock, findIdempotent, setEscrow, setReleaseAt, chainPaymentSha256 } as const
   })
 }) {}

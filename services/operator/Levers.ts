@@ -84,9 +84,11 @@ export class Levers extends Effect.Service<Levers>()("operator/Levers", {
         const action = status === "suspended" ? "suspend" : status === "active" ? "reinstate" : "pause"
         const outcome = yield* sql.withTransaction(
           Effect.gen(function* () {
-            const [current] = yield* sql<{ status: string }>`SELECT status FROM agents WHERE id = ${agentId} AND status <> 'pending'`
+            const [current] = yield* sql<{ status: string; statusSetBy: string }>`
+              SELECT status, status_set_by FROM agents WHERE id = ${agentId} AND status <> 'pending'`
             if (current === undefined) return Option.none()
-            const refused = current.status === status
+            // An owner's pause can be made the operator's (then only an operator lifts it).
+            const refused = current.status === status && !(status === "inactive" && current.statusSetBy === "owner")
             const leavingSuspension = current.status === "suspended" && !refused
             const held = leavingSuspension ? yield* heldUnarmed(agentId) : []
             const previous = refused

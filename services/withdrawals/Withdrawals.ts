@@ -1,6 +1,7 @@
-// Withdrawals: an agent's owner takes available earnings out (wallet signature, single-use). The amount leaves
-// available at once (a locked balance check: concurrent requests cannot overdraw), the payout is a treasury
-// transaction confirmed by its Transfer log, and a payout that reverted gives the funds back.
+// Withdrawals: an agent's owner takes available earnings out: to its registered wallet with the spec's wallet signature
+// (single-use), to any other address only with an EIP-712 authorization over amount and destination (PayoutAuthorization.ts).
+// The amount leaves available at once (a locked balance check: concurrent requests cannot overdraw), the payout is a
+// treasury transaction confirmed by its Transfer log, and a payout that reverted gives the funds back.
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { encodeFunctionData, getAddress } from "viem"
@@ -9,16 +10,19 @@ import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { MachineHost } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
 import { withdrawalMachine } from "../../machines/withdrawal.js"
-import { Conflict, Forbidden, NotFound } from "../../src/domain/Errors.js"
+import { Conflict, Forbidden, NotFound, Unauthorized } from "../../src/domain/Errors.js"
 import { type AgentId, newId } from "../../src/domain/Ids.js"
+import type { PayoutAuthorizationBody } from "../../src/domain/Withdrawal.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
 import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "../agents/WalletAuth.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
+import { isUniqueViolation } from "../sql/SqlErrors.js"
 import { movedExactly } from "../treasury/chainReads.js"
 import type { TreasuryTxRow } from "../treasury/Repo.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
+import { authorizationRequired, payoutDomain, verifyPayoutAuthorization } from "./PayoutAuthorization.js"
 import { WithdrawalsRepo, type WithdrawalRow } from "./Repo.js"
 
 /** Spec limits: at least 1.00 USDC, a 0.10 fee (platform revenue). */
@@ -31,6 +35,7 @@ export interface WithdrawRequest {
   readonly agentId: AgentId
   readonly amount: bigint
   readonly destinationWallet?: string | undefined
+  readonly authorization?: PayoutAuthorizationBody | undefined
 }
 
 export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/Withdrawals", {
@@ -44,6 +49,25 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
     const writer = yield* TreasuryWriter
     const host = yield* MachineHost
 
+    const domain = payoutDomain(chain.chainId, chain.treasury)
+
+    /**
+     * Who may send this payout: with `authorization`, the typed-data signature over exactly it (any destination); without,
+     * the spec's wallet signature, and only to the registered wallet. What makes it single-use: the signature's timestamp
+     * (used_wallet_signatures) or the authorization's nonce (the withdrawal row's unique agent + nonce).
+     */
+    const authorize = (agent: { readonly id: string; readonly wallet: string }, req: WithdrawRequest, destination: string, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        const payout = { agentId: agent.id, amount: req.amount, destination }
+        if (req.authorization !== undefined) {
+          const { nonce } = yield* verifyPayoutAuthorization(domain, payout, agent.wallet, req.authorization)
+          return { _tag: "Typed", nonce } as const
+        }
+        const proof = yield* verifyWalletSignature(agent, auth)
+        if (destination !== agent.wallet.toLowerCase()) return yield* authorizationRequired(domain, payout, agent.wallet.toLowerCase())
+        return { _tag: "Signed", proof } as const
+      })
+
     const notFound = (id: string) => new NotFound({ code: "WITHDRAWAL_NOT_FOUND", message: `no withdrawal ${id}` })
 
     /** Takes the amount out of available and queues the payout, in one transaction with the signature's use. */
@@ -54,17 +78,17 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
           return yield* new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${req.agentId} not found` })
         }
         const agent = record.value
-        const proof = yield* verifyWalletSignature(agent, auth)
+        const destination = (req.destinationWallet ?? agent.wallet).toLowerCase()
+        const authority = yield* authorize(agent, req, destination, auth)
         if (agent.status === "suspended") {
           return yield* new Forbidden({ code: "AGENT_SUSPENDED", message: "the agent is suspended by the platform; its earnings cannot be withdrawn" })
         }
-        const destination = (req.destinationWallet ?? agent.wallet).toLowerCase()
         const id = newId("wd")
         const net = req.amount - WITHDRAWAL_FEE
         const now = yield* Clock.currentTimeMillis
         yield* sql.withTransaction(
           Effect.gen(function* () {
-            yield* consumeWalletSignature(proof)
+            if (authority._tag === "Signed") yield* consumeWalletSignature(authority.proof)
             // The available balance is read under the account row's lock: two withdrawals cannot both spend it.
             const [account] = yield* sql<{ available: string }>`
               SELECT (-balance)::text AS available FROM ledger_accounts WHERE id = ${Accounts.agentAvailable(agent.id)} FOR NO KEY UPDATE`
@@ -83,6 +107,7 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
               fee: WITHDRAWAL_FEE.toString(),
               netAmount: net.toString(),
               destinationWallet: destination,
+              authorizationNonce: authority._tag === "Typed" ? authority.nonce : null,
               status: "pending",
               machineSnapshot: JSON.stringify(startMachine(withdrawalMachine, {}).persisted),
               nextAttemptAt: new Date(now),
@@ -105,7 +130,14 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
               destinationWallet: destination
             })
           })
-        ).pipe(Effect.catchTag("SqlError", Effect.die))
+        ).pipe(Effect.catchTag("SqlError", (error) =>
+          isUniqueViolation(error, "withdrawals_authorization_nonce")
+            ? Effect.fail(new Unauthorized({
+              code: "AUTH_SIGNATURE_REUSED",
+              message: "this withdrawal authorization (its nonce) was already used; sign a new one with a fresh nonce",
+              details: { nonce: authority._tag === "Typed" ? authority.nonce : null }
+            }))
+            : Effect.die(error)))
         return Option.getOrThrow(yield* repo.find(id).pipe(Effect.orDie))
       }).pipe(Effect.withSpan("Withdrawals.request"))
 

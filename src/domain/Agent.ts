@@ -133,6 +133,7 @@ export const StoredChainSettings = Schema.Struct({
 })
 
 export const AgentStatus = Schema.Literal("active", "inactive", "suspended")
+export const StatusSetBy = Schema.Literal("owner", "operator")
 export const CircuitState = Schema.Literal("closed", "open", "half-open")
 export const TrustTier = Schema.Literal("new", "trusted", "premium")
 export type TrustTier = typeof TrustTier.Type
@@ -152,6 +153,10 @@ const agentFields = {
 export const AgentResource = Schema.Struct({
   ...agentFields,
   status: AgentStatus,
+  /** Whose decision the status is (an operator's pause or suspension is lifted only by an operator). */
+  status_set_by: StatusSetBy,
+  /** Why an operator paused or suspended the agent (null otherwise). */
+  status_reason: Schema.NullOr(Schema.String),
   reputation_score: Schema.Number,
   health_score: Schema.Number,
   health_updated_at: Schema.String,
@@ -172,6 +177,8 @@ export const AgentRecord = Schema.Struct({
   chainSettings: StoredChainSettings,
   status: Schema.Literal("pending", "active", "inactive", "suspended"),
   statusReason: Schema.NullOr(Schema.String),
+  /** Whose decision the status is: an operator's pause or suspension is lifted only by an operator. */
+  statusSetBy: Schema.optionalWith(StatusSetBy, { default: () => "owner" as const }),
   reputationScore: Schema.Number,
   healthScore: Schema.Number,
   healthUpdatedAt: Schema.DateFromSelf,

@@ -42,7 +42,9 @@ export const Dispute = Schema.Struct({
   id: Schema.String,
   transaction_id: Schema.String,
   escrow_id: Schema.String,
-  client_id: Schema.String,
+  client_id: Schema.String.annotations({
+    description: "The client's public handle: `clh_` + the first 32 hex digits of sha256(its X-Client-Id). Never the X-Client-Id itself (a credential)."
+  }),
   agent_id: Schema.String,
   reason: DisputeReason,
   client_evidence: Schema.NullOr(Schema.String),

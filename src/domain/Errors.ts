@@ -14,10 +14,10 @@ export const ErrorCodes = {
   CIRCULAR_DEPENDENCY: { status: 400, meaning: "The target agent is already in the chain's call path; details.chain lists the agent ids ending in the repeated one." },
   AUTH_REQUIRED: { status: 401, meaning: "X-Agent-Wallet and X-Agent-Signature headers are required." },
   AUTH_MALFORMED: { status: 401, meaning: "The signature header is not `service-auth:{agentId}:{timestampMs}:sig:{0x signature}` or the wallet header is not an address." },
-  AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old." },
+  AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old (a withdrawal authorization: its deadline has passed)." },
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
-  AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
-  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
+  AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet (a withdrawal authorization: to the agent's registered wallet, for exactly the agent, amount, destination, nonce and deadline sent)." },
+  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp (a withdrawal authorization: its own nonce)." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   METRICS_AUTH_REQUIRED: { status: 401, meaning: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (METRICS_TOKEN is set, or the service runs against a real chain)." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
@@ -32,6 +32,8 @@ export const ErrorCodes = {
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
   RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
   AGENT_SUSPENDED: { status: 403, meaning: "The agent was suspended by the platform and cannot be changed by its owner." },
+  AGENT_PAUSED_BY_OPERATOR: { status: 403, meaning: "An operator paused the agent: only an operator makes it active again (details.reason says why; the agent's resource shows it too)." },
+  WITHDRAWAL_AUTHORIZATION_REQUIRED: { status: 403, meaning: "A payout to an address other than the agent's registered wallet needs `authorization`, an EIP-712 signature over the amount and destination (docs/withdrawals.md); details.typedData says what to sign. Nothing was taken." },
   CHAIN_DISABLED: { status: 403, meaning: "The target agent does not accept chained calls, or not from this caller (its chain_blocked_callers or chain_allowed_callers)." },
   AGENT_NOT_CHAINABLE: { status: 403, meaning: "The target agent cannot be called in a chain (reputation below 40)." },
   NOT_FOUND: { status: 404, meaning: "No route or resource at this path." },
@@ -128,7 +130,7 @@ export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unaut
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 

@@ -32,6 +32,11 @@ export const ChainInfo = Schema.Struct({
   depth: Schema.Number,
   remainingBudget: Schema.String,
   childToken: Schema.String,
+  /**
+   * A sub-call's read-back handle, in the answer that made the call only: send it as X-PAYMENT on
+   * GET /api/v1/execute/:requestId to read the result again (docs/chains.md). The chain's payer reads with the root's.
+   */
+  readHandle: Schema.optional(Schema.String),
   /** The root's response: the chain's status, and once it ended, the unspent budget refunded to the payer on chain. */
   status: Schema.optional(Schema.String),
   refunded: Schema.optional(Schema.String)

@@ -5,10 +5,24 @@ import { Usdc } from "./Money.js"
 
 const MINIMUM = 1_000_000n
 
+/** An EIP-712 signature over one payout (docs/withdrawals.md): needed to pay an address other than the registered wallet. */
+export const PayoutAuthorizationBody = Schema.Struct({
+  nonce: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{64}$/, { message: () => "must be 32 bytes as 0x + 64 hex characters" }))
+    .annotations({ description: "32 random bytes chosen by the signer; each nonce pays once per agent" }),
+  deadline: Schema.Int.pipe(Schema.positive()).annotations({ description: "Unix seconds; in the future and at most 330 seconds ahead" }),
+  signature: Schema.String.pipe(Schema.pattern(/^0x[0-9a-fA-F]{130}$/, { message: () => "must be a 65-byte signature as 0x + 130 hex characters" }))
+}).annotations({ identifier: "PayoutAuthorization" })
+export type PayoutAuthorizationBody = typeof PayoutAuthorizationBody.Type
+
 export const WithdrawRequest = Schema.Struct({
   agentId: AgentId,
   amount: Usdc.pipe(Schema.filter((micros) => micros >= MINIMUM || "the minimum withdrawal is 1.000000 USDC")),
-  destinationWallet: Schema.optional(Wallet).annotations({ description: "Where the USDC goes; the agent's wallet by default" })
+  destinationWallet: Schema.optional(Wallet).annotations({
+    description: "Where the USDC goes; the agent's registered wallet by default. Another address needs `authorization`."
+  }),
+  authorization: Schema.optional(PayoutAuthorizationBody).annotations({
+    description: "EIP-712 typed data `Withdrawal{agentId, amount, destination, nonce, deadline}` signed by the registered wallet (docs/withdrawals.md); with it the wallet-signature headers are not needed"
+  })
 }).annotations({ identifier: "WithdrawRequest" })
 
 export const WithdrawAccepted = Schema.Struct({

@@ -19,7 +19,7 @@ export const DisputesHttpLive = HttpApiBuilder.group(Api, "disputes", (handlers)
         return Effect.map(disputes.byAgent(path.agentId, urlParams.status, limit, offset), ({ rows, summary }) =>
           respond(toAgentList(rows, summary, limit, offset)))
       })
-      .handle("get", ({ path }) => Effect.map(disputes.get(path.id), (d) => respond(toDispute(d, disputes.clientIdOf(d)))))
+      .handle("get", ({ path }) => Effect.map(disputes.get(path.id), (d) => respond(toDispute(d, disputes.clientHandleOf(d)))))
       .handle("respond", ({ headers, path, payload }) => Effect.map(disputes.respond(path.id, payload.response, headers), respond))
       .handle("addEvidence", ({ headers, path, payload }) => Effect.map(disputes.addEvidence(path.id, payload, headers), respond))
       .handle("evidence", ({ path }) => Effect.map(disputes.evidence(path.id), (rows) => respond(toEvidence(path.id, rows))))
@@ -35,11 +35,11 @@ export const OperatorDisputesHttpLive = HttpApiBuilder.group(Api, "operatorDispu
         const limit = urlParams.limit ?? 20
         const offset = urlParams.offset ?? 0
         return Effect.map(disputes.list(urlParams.status, limit, offset), ({ rows, total }) =>
-          respond({ disputes: rows.map((d) => toDispute(d, disputes.clientIdOf(d))), pagination: { total, limit, offset } }))
+          respond({ disputes: rows.map((d) => toDispute(d, disputes.clientHandleOf(d))), pagination: { total, limit, offset } }))
       })
       .handle("resolve", ({ path, headers, payload }) =>
         Effect.map(
           decisions.resolveDispute({ name: headers["x-operator"], tokenFingerprint: fingerprint }, path.id, payload),
-          (d) => respond(toDispute(d, disputes.clientIdOf(d)))
+          (d) => respond(toDispute(d, disputes.clientHandleOf(d)))
         ))
   })).pipe(Layer.provide(OperatorAuthLive))

@@ -61,6 +61,12 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
       : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }))
   })
 
+/** A sub-call's read-back handle (docs/chains.md) travels like a payment's: in X-PAYMENT-USED. */
+const readHandleHeader = (view: ExecutionView) => {
+  const chain: { readonly readHandle?: string | undefined } | undefined = view.chain
+  return chain?.readHandle === undefined ? Effect.void : setResponseHeaders({ "X-PAYMENT-USED": chain.readHandle })
+}
+
 export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handlers) =>
   Effect.gen(function* () {
     const executions = yield* Executions
@@ -74,7 +80,13 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
           chainBudget: headers["x-chain-budget"],
           chainToken: headers["x-chain-token"]
         }).pipe(
-          Effect.tap((outcome) => outcome.payment === null ? Effect.void : paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))),
+          Effect.tap((outcome) =>
+            outcome.payment !== null
+              ? paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))
+              // A sub-call paid from its chain's budget: its read-back handle is what the caller keeps.
+              : outcome._tag === "Done"
+              ? readHandleHeader(outcome.view)
+              : Effect.void),
           Effect.flatMap((outcome): Effect.Effect<
             { readonly success: true; readonly data: ExecutionView } | { readonly success: true; readonly data: typeof Accepted.Type },
             BadGateway | GatewayTimeout

@@ -74,7 +74,11 @@ export class PaymentsApi extends HttpApiGroup.make("payments")
       .addError(UnauthorizedResponse)
       .addError(ForbiddenResponse)
       .addError(ConflictResponse)
-      .annotate(OpenApi.Summary, "Withdraw available earnings to a wallet (wallet signature; minimum 1.00, fee 0.10)")
+      .annotate(OpenApi.Summary, "Withdraw available earnings (minimum 1.00, fee 0.10): to the registered wallet with the wallet signature, elsewhere with an EIP-712 authorization")
+      .annotate(
+        OpenApi.Description,
+        "Without `destinationWallet` (or with the registered wallet) the spec's X-Agent-Wallet / X-Agent-Signature headers authorise the payout. Any other destination needs `authorization`: the EIP-712 typed data `Withdrawal{agentId string, amount uint256 (micro-USDC), destination address, nonce bytes32, deadline uint256 (Unix seconds, at most 330 s ahead)}` in the domain `{name: \"Agent Marketplace\", version: \"1\", chainId, verifyingContract: the treasury}`, signed by the registered wallet; each nonce pays once. Without it: 403 WITHDRAWAL_AUTHORIZATION_REQUIRED with `details.typedData`. See docs/withdrawals.md."
+      )
   )
   .add(
     HttpApiEndpoint.get("withdrawals", "/withdrawals/:agentId")

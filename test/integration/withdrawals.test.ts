@@ -11,6 +11,7 @@ import { inject } from "vitest"
 import { call, devAccount, publicClient, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { signPayout } from "../support/payouts.js"
 import { balanceOf, echoCapability, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 /** Our clock starts at the real time (payments and signatures are signed against it), then only the test moves it. */
@@ -84,7 +85,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
       expect(Number(available)).toBeGreaterThan(1.5)
       const destination = freshWallet()
 
-      const accepted = yield* withdraw(owner, agentId, { amount: "1.50", destinationWallet: destination })
+      // Another address than the registered wallet: an EIP-712 authorization over amount and destination (issue 24).
+      const authorization = yield* Effect.promise(() => signPayout(owner, { agentId, amount: 1_500_000n, destination }))
+      const accepted = yield* withdraw(owner, agentId, { amount: "1.50", destinationWallet: destination, authorization })
       expect(accepted.status).toBe(202)
       expect(accepted.body.data).toMatchObject({ agentId, amount: "1.500000", fee: "0.100000", netAmount: "1.400000", destinationWallet: destination, status: "pending" })
       const id: string = accepted.body.data.withdrawalId
@@ -201,7 +204,8 @@ layer(
       yield* realNow
       const { agentId, owner } = yield* earningAgent(2, 1)
       const destination = freshWallet()
-      const accepted = yield* withdraw(owner, agentId, { amount: "1.20", destinationWallet: destination })
+      const authorization = yield* Effect.promise(() => signPayout(owner, { agentId, amount: 1_200_000n, destination }))
+      const accepted = yield* withdraw(owner, agentId, { amount: "1.20", destinationWallet: destination, authorization })
       expect(accepted.status).toBe(202)
       const worker = yield* TreasuryWorker
       yield* worker.processDue.pipe(Effect.catchAllDefect(() => Effect.void))

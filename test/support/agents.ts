@@ -38,6 +38,8 @@ export interface ChainedCall {
 export interface ChainedResult {
   readonly status: number
   readonly body: unknown
+  /** The X-PAYMENT-USED response header: a sub-call's read-back handle. */
+  readonly paymentUsed?: string | null
 }
 
 const callMarketplace = async (baseUrl: string, token: string, body: unknown): Promise<ChainedResult> => {
@@ -48,10 +50,11 @@ const callMarketplace = async (baseUrl: string, token: string, body: unknown): P
       body: JSON.stringify(body)
     })
     const text = await response.text()
+    const paymentUsed = response.headers.get("x-payment-used")
     try {
-      return { status: response.status, body: JSON.parse(text) }
+      return { status: response.status, body: JSON.parse(text), paymentUsed }
     } catch {
-      return { status: response.status, body: text }
+      return { status: response.status, body: text, paymentUsed }
     }
   } catch (error) {
     return { status: 0, body: String(error) }

@@ -14,7 +14,7 @@ export const executionTools = Effect.gen(function* () {
       title: "Execution status",
       description:
         "The status of an execution (pending, completed, failed, timeout, refunded), its settlement, attempts, retry window and refund. " +
-        "The same rule as GET /api/v1/execute/:requestId: the output and cost are returned only with `payment`, the payment header value that paid for the execution (X-PAYMENT or PAYMENT-SIGNATURE: the X-PAYMENT-USED response header); without it a `message` says so. " +
+        "The same rule as GET /api/v1/execute/:requestId: the output and cost are returned only with `payment`, the payment header value that paid for the execution (X-PAYMENT or PAYMENT-SIGNATURE: the X-PAYMENT-USED response header; for a call inside a chain its `chain.readHandle`, or the chain root's payment); without it a `message` says so. " +
         "Use it to poll an async execution or to fetch a result again. Free.",
       input: Schema.Struct({
         requestId: RequestIdPath.fields.requestId.annotations({ description: "The execution's requestId (req_…) or an async call's jobId (job_…)" }),
