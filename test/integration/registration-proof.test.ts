@@ -3,6 +3,7 @@
 // anything else is refused before anything is charged.
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { getAddress, keccak256, stringToBytes } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { authorizationUsed, call, devAccount, paidCall, signPayment, strangerAccount, TREASURY, usdcBalance } from "../support/clients.js"
 import { registration, withWalletProof } from "../support/fixtures.js"
@@ -10,6 +11,45 @@ import { TestApp, TestEnv } from "../support/harness.js"
 import { ledgerMatchesChain } from "../support/scenario.js"
 
 const FEE = 100_000n
+
+// #region docs:wallet-proof
+/** RFC 8785 canonical JSON for JSON values: keys sorted, no whitespace, strings and numbers as JSON.stringify writes them. */
+const canonicalize = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(canonicalize).join(",")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalize((value as Record<string, unknown>)[k])}`).join(",")}}`
+    : JSON.stringify(value)
+
+/**
+ * The agent wallet's consent to a registration whose fee another wallet pays: an EIP-712 signature over the body exactly
+ * as it will be sent (without walletProof), good for 5 minutes. `chainId` is the payment network's (84532 on Base Sepolia).
+ */
+const signRegistration = async (owner: PrivateKeyAccount, body: { wallet: string; name: string; endpoints: { execution: string } }, chainId: number) => {
+  const issuedAt = Date.now()
+  const signature = await owner.signTypedData({
+    domain: { name: "Agent Marketplace", version: "1", chainId },
+    types: {
+      AgentRegistration: [
+        { name: "wallet", type: "address" },
+        { name: "name", type: "string" },
+        { name: "execution", type: "string" },
+        { name: "registration", type: "bytes32" },
+        { name: "issuedAt", type: "uint256" }
+      ]
+    },
+    primaryType: "AgentRegistration",
+    message: {
+      wallet: getAddress(body.wallet),
+      name: body.name,
+      execution: body.endpoints.execution,
+      registration: keccak256(stringToBytes(canonicalize(body))),
+      issuedAt: BigInt(issuedAt)
+    }
+  })
+  return { ...body, walletProof: { signature, issuedAt } }
+}
+// #endregion
 
 layer(TestApp(), { excludeTestServices: true })("registration proves control of the wallet", (it) => {
   const register = (body: unknown, header?: string) =>
@@ -74,6 +114,19 @@ layer(TestApp(), { excludeTestServices: true })("registration proves control of 
       const agent = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${response.body.data.id}`))
       expect(agent.body.data).toMatchObject({ wallet: owner.address.toLowerCase(), tags: ["nlp"] })
       expect(agent.body.data.walletProof).toBeUndefined()
+    }))
+
+  it.effect("the documented client-side signing (docs/clients.md) is accepted: a sponsor pays with x402-fetch for the owner's agent", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const owner = strangerAccount()
+      const sponsor = devAccount(5)
+      const response = yield* Effect.promise(async () => {
+        const body = await signRegistration(owner, registration(owner, { name: "Documented" }), 84532)
+        return paidCall(sponsor, `${baseUrl}/api/v1/agents`, { json: body })
+      })
+      expect(response.status).toBe(201)
+      expect(response.body.data).toMatchObject({ wallet: owner.address.toLowerCase(), name: "Documented" })
     }))
 
   it.effect("a forged, altered, stale or malformed walletProof is refused with 401 before any payment, and nothing is charged", () =>
