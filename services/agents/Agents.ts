@@ -1,8 +1,6 @@
 // The agent registry: the checks a registration runs before payment (Registration.ts), reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import type { PresentedPayment } from "../../layers/x402/credential.js"
-import { PaymentRejected } from "../../layers/x402/payment.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,
@@ -12,18 +10,14 @@ import {
   type TrustTier,
   type UpdateAgentRequest
 } from "../../src/domain/Agent.js"
-import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../../src/domain/Errors.js"
-import { type AgentId, newAgentId } from "../../src/domain/Ids.js"
+import { BadRequest, Conflict, Forbidden, NotFound } from "../../src/domain/Errors.js"
+import type { AgentId } from "../../src/domain/Ids.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
-import { REGISTRATION_FEE } from "../../src/domain/Money.js"
 import { earnedTier } from "../../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
-import { isUniqueViolation } from "../sql/SqlErrors.js"
-import { Paywall } from "../payments/Paywall.js"
-import { Payments } from "../payments/Payments.js"
 import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
 
 const encodeCapabilities = Schema.encodeSync(Schema.Array(Capability))
@@ -40,8 +34,6 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
     const sql = yield* SqlClient.SqlClient
     const schemas = yield* JsonSchemas
     const urlGuard = yield* UrlGuard
-    const paywall = yield* Paywall
-    const payments = yield* Payments
     const ledger = yield* Ledger
     const outbox = yield* Outbox
     const cache = yield* AgentCache
@@ -216,5 +208,5 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
 
     return { validateSemantics, walletTaken, get, update, deactivate, checkWallet, setStatus, setStatusIn, setTrustTier, loadRecord } as const
   }),
-  dependencies: [JsonSchemas.Default, UrlGuard.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
+  dependencies: [JsonSchemas.Default, UrlGuard.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
 }) {}
