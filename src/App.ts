@@ -13,6 +13,7 @@ import { withTransitionMetrics } from "../layers/observability/machines.js"
 import { TracingLive } from "../layers/observability/Tracing.js"
 import { AgentProxy } from "../layers/AgentProxy.js"
 import { MachineHost, TimersWorkerLive } from "../machines/Host.js"
+import { AgentRegistration } from "../services/agents/Registration.js"
 import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Chains } from "../services/chains/Chains.js"
@@ -108,6 +109,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
     Layer.provideMerge(
       Layer.mergeAll(
         Agents.Default,
+        AgentRegistration.Default,
         Withdrawals.Default,
         Disputes.Default,
         Subscriptions.Default,

@@ -1,9 +1,11 @@
 // A payment as a request presents it, before it is decoded: which x402 version and the text whose sha256 is its
 // read-back handle. Built from HTTP headers (X-PAYMENT v1, PAYMENT-SIGNATURE v2) or from an already-decoded v2 payload
 // (x402's MCP transport, `_meta["x402/payment"]`).
-import { encodeHeaderJson } from "./v2.js"
+import { Effect } from "effect"
+import { decodePaymentSignatureHeader, encodeHeaderJson } from "./v2.js"
 import { invalidPayload } from "./header.js"
 import { type PaymentRejected, sha256 } from "./payment.js"
+import { paymentIdentifierOf } from "./paymentIdentifier.js"
 
 export interface PaymentCredential {
   readonly version: 1 | 2
@@ -56,3 +58,9 @@ export const proofsFromHeaders = (headers: PaymentRequestHeaders): ReadonlyArray
 /** Whether a later request proves to hold the payment whose credential hashed to `headerSha256` (either header). */
 export const holdsPayment = (proofs: ReadonlyArray<string>, headerSha256: string): boolean =>
   proofs.some((proof) => sha256(proof.trim()) === headerSha256)
+
+/** The x402 v2 payment-identifier id a credential carries (never one in v1), read without verifying the payment. */
+export const paymentIdentifierOfCredential = (credential: PaymentCredential): Effect.Effect<string | undefined, PaymentRejected> =>
+  credential.version === 1
+    ? Effect.succeed(undefined)
+    : Effect.flatMap(decodePaymentSignatureHeader(credential.raw.trim()), (payload) => paymentIdentifierOf(payload.extensions))

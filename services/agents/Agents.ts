@@ -1,8 +1,6 @@
-// The agent registry: paid registration, reads through the cache, owner updates and deactivation, operator status changes.
+// The agent registry: the checks a registration runs before payment (Registration.ts), reads through the cache, owner updates and deactivation, operator status changes.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option, Schema } from "effect"
-import type { PresentedPayment } from "../../layers/x402/credential.js"
-import { PaymentRejected } from "../../layers/x402/payment.js"
 import { UrlGuard, type UrlRejected } from "../../layers/UrlGuard.js"
 import {
   AgentRecord,
@@ -12,29 +10,15 @@ import {
   type TrustTier,
   type UpdateAgentRequest
 } from "../../src/domain/Agent.js"
-import { BadRequest, Conflict, Forbidden, NotFound, Unavailable } from "../../src/domain/Errors.js"
-import { type AgentId, newAgentId } from "../../src/domain/Ids.js"
+import { BadRequest, Conflict, Forbidden, NotFound } from "../../src/domain/Errors.js"
+import type { AgentId } from "../../src/domain/Ids.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
-import { REGISTRATION_FEE } from "../../src/domain/Money.js"
 import { earnedTier } from "../../src/domain/Trust.js"
 import { AgentCache } from "./AgentCache.js"
 import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
-import { isUniqueViolation } from "../sql/SqlErrors.js"
-import { Paywall } from "../payments/Paywall.js"
-import { Payments } from "../payments/Payments.js"
 import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
-
-export interface RegistrationResult {
-  readonly id: string
-  readonly wallet: string
-  readonly name: string
-  readonly status: "active"
-  readonly registrationTxId: string
-  /** The receipt, in the terms of the payer's x402 version (`network`: v1 name or CAIP-2). */
-  readonly payment: { readonly version: 1 | 2; readonly txHash: string; readonly payer: string; readonly network: string }
-}
 
 const encodeCapabilities = Schema.encodeSync(Schema.Array(Capability))
 const decodeRecord = Schema.decodeUnknown(AgentRecord)
@@ -62,8 +46,6 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
     const sql = yield* SqlClient.SqlClient
     const schemas = yield* JsonSchemas
     const urlGuard = yield* UrlGuard
-    const paywall = yield* Paywall
-    const payments = yield* Payments
     const ledger = yield* Ledger
     const outbox = yield* Outbox
     const cache = yield* AgentCache
@@ -119,68 +101,6 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         })
       )
 
-
-    /**
-     * Registration: every check runs before the payment is looked at, so a bad request is never charged.
-     * The pending agent row and the payment reservation commit together, before settlement.
-     */
-    const register = (req: RegisterAgentRequest, presented: PresentedPayment, resource: string) =>
-      Effect.gen(function* () {
-        yield* validateSemantics(req)
-        yield* walletTaken(req.wallet)
-        const { payment: verified, presentation, priced } = yield* paywall.charge(
-          { amount: REGISTRATION_FEE, resource, description: "Agent registration fee (0.10 USDC)" },
-          presented
-        )
-        // The payment is verified, not settled: a refused endpoint charges nothing.
-        yield* checkEndpointHosts(req.endpoints)
-        const refuse = priced.refuse
-        const agentId = newAgentId()
-        const paymentId = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const paymentId = yield* payments.reserve(verified, "registration", agentId)
-            yield* sql`INSERT INTO agents ${sql.insert({
-              id: agentId,
-              wallet: req.wallet,
-              name: req.name,
-              description: req.description ?? null,
-              tags: JSON.stringify([...new Set(req.tags ?? [])]),
-              capabilities: JSON.stringify(encodeCapabilities(req.capabilities)),
-              endpoints: JSON.stringify(req.endpoints),
-              metadata: req.metadata === undefined ? null : JSON.stringify(req.metadata),
-              status: "pending",
-              registrationPaymentId: paymentId
-            })}`
-            return paymentId
-          })
-        ).pipe(
-          Effect.catchTag("SqlError", (error) =>
-            isUniqueViolation(error, "agents_wallet_key")
-              ? Effect.fail(new Conflict({ code: "WALLET_ALREADY_REGISTERED", message: "this wallet already has an agent; nothing was charged", details: { wallet: req.wallet } }))
-              : Effect.die(error)),
-          Effect.catchTag("PaymentRejected", (rejection) => Effect.fail(refuse(rejection)))
-        )
-        const outcome = yield* payments.settle(paymentId, verified, priced.accepts[0]!).pipe(Effect.orDie)
-        switch (outcome._tag) {
-          case "Failed":
-            return yield* refuse(new PaymentRejected({ reason: outcome.reason === "rpc_error" ? "settlement_failed" : outcome.reason, message: `settlement failed: ${outcome.message}` }))
-          case "Pending":
-            return yield* new Unavailable({
-              code: "SERVICE_UNAVAILABLE",
-              message: "the chain has not confirmed the registration fee yet; the agent is activated as soon as it settles",
-              details: { agentId, paymentId }
-            })
-          case "Settled":
-            return {
-              id: agentId,
-              wallet: req.wallet,
-              name: req.name,
-              status: "active",
-              registrationTxId: outcome.txHash,
-              payment: { version: presentation.version, txHash: outcome.txHash, payer: verified.payer, network: presentation.network }
-            } satisfies RegistrationResult
-        }
-      }).pipe(Effect.withSpan("Agents.register"))
 
     /** An active, inactive or suspended agent (a pending registration is invisible), via the read cache. */
     const get = (id: AgentId) =>
@@ -308,7 +228,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         return yield* Effect.orDie(decodeRecord(rows[0]))
       })
 
-    return { register, get, update, deactivate, checkWallet, setStatus, setStatusIn, setTrustTier, loadRecord } as const
+    return { validateSemantics, walletTaken, checkEndpointHosts, get, update, deactivate, checkWallet, setStatus, setStatusIn, setTrustTier, loadRecord } as const
   }),
-  dependencies: [JsonSchemas.Default, UrlGuard.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
+  dependencies: [JsonSchemas.Default, UrlGuard.Default, Ledger.Default, Outbox.Default, AgentCache.Default]
 }) {}

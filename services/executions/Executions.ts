@@ -6,11 +6,11 @@ import { Clock, Config, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
 import { holdsPayment, type PresentedPayment } from "../../layers/x402/credential.js"
-import { type PaymentRejected, sha256 } from "../../layers/x402/payment.js"
+import type { PaymentRejected } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
 import { MachineHost } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
-import { BadRequest, Conflict, NotFound, RateLimited } from "../../src/domain/Errors.js"
+import { BadRequest, Conflict, NotFound, PaymentRequired, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
 import { newId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
@@ -31,10 +31,14 @@ import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
 import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { lookUpCallback, prepare } from "./prepare.js"
+import { requestHashOf, resending } from "./resend.js"
 import { retrying } from "./retry.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { finish } from "./finish.js"
 import * as View from "./View.js"
+
+const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
+  error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
 
 /** Extra time past the agent timeout after which a running attempt with no recorded result is declared dead. */
 const DEADLINE_GRACE_MS = 60_000
@@ -78,6 +82,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const repo = yield* ExecutionsRepo
     const check = yield* prepare
     const checkCallbackHost = yield* lookUpCallback
+    const resend = yield* resending
     // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
     const scope = yield* Effect.scope
     const retry = yield* retrying(scope)
@@ -113,7 +118,11 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           }
           return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async), payment: null } satisfies ExecuteOutcome
         }
-        const { agent, capability, callbackUrl } = yield* check(req)
+        // A re-send of a purchase this very header already made is answered from it, whatever changed since (the agent
+        // paused, its circuit open); looked up beside the checks, which only a new purchase needs.
+        const [again, checked] = yield* Effect.all([resend(req, ctx.payment, ctx.chainBudget), Effect.either(check(req))], { concurrency: 2 })
+        if (Option.isSome(again)) return again.value
+        const { agent, capability, callbackUrl } = yield* checked
         const agentFee = capability.pricing.basePrice
         const price = priceOf(agentFee)
         const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
@@ -147,12 +156,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           settlementTxHash: null,
           rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
         }
-        const requestHash = sha256(canonical({
-          targetAgentId: req.targetAgentId,
-          capabilityId: req.capabilityId,
-          input: req.input,
-          ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainBudget: plan.budget.toString() }) })
-        }))
+        const requestHash = requestHashOf(req, Option.map(chain, (plan) => plan.budget))
         const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
         if (idempotencyKey !== undefined) {
           const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
@@ -242,7 +246,13 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           ? view
           : { ...view, transactionId: row.transactionId, chain: (yield* roots.rootToken(chain.value, { requestId, agentId: agent.id, payer: verified.payer, startedAt: new Date(now) })).info }
         return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
-      }).pipe(sqlErrorsAsDefects, Effect.withSpan("Executions.execute"))
+      }).pipe(
+        // Lost the race to its own twin (the same header sent twice at once), or the twin was recorded meanwhile.
+        Effect.catchIf(isAlreadyUsed, (used) =>
+          Effect.flatMap(resend(req, ctx.payment, ctx.chainBudget), Option.match({ onNone: () => Effect.fail(used), onSome: Effect.succeed }))),
+        sqlErrorsAsDefects,
+        Effect.withSpan("Executions.execute")
+      )
 
     /**
      * Whether `proofs` hold this execution's credential: its payment header (a sub-call's: its random read-back handle),

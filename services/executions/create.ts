@@ -5,6 +5,7 @@ import { type executionMachine, executionStatus } from "../../machines/execution
 import { historyStatement, scheduleStatement } from "../../machines/runner.js"
 import { actionsOf, type Step } from "../../machines/step.js"
 import { newEscrowId, newTransactionId } from "../../src/domain/Ids.js"
+import { canonicalJson } from "../../src/domain/Json.js"
 import { EXECUTION_PLATFORM_FEE, splitAgentFee } from "../../src/domain/Money.js"
 
 export interface NewExecution {
@@ -26,12 +27,7 @@ export interface NewExecution {
 }
 
 /** Deterministic JSON (sorted keys) so the same request always hashes the same. */
-export const canonical = (value: unknown): string =>
-  Array.isArray(value)
-    ? `[${value.map(canonical).join(",")}]`
-    : typeof value === "object" && value !== null
-    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
-    : JSON.stringify(value) ?? "null"
+export const canonical = canonicalJson
 
 /** A request's idempotency key: the body's `idempotencyKey`, else the payer's x402 v2 payment-identifier (docs/clients.md). */
 export const idempotencyKeyOf = (bodyKey: string | undefined, paymentIdentifier: string | undefined): string | undefined =>

@@ -7,7 +7,8 @@ import { getAddress } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import { recordSettlement } from "../../layers/observability/Metrics.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
-import { PaymentRejected, type VerifiedPayment } from "../../layers/x402/payment.js"
+import type { PaymentCredential } from "../../layers/x402/credential.js"
+import { PaymentRejected, sha256, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { MachineHost } from "../../machines/Host.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
@@ -166,7 +167,13 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     /** The group commit's state: whether it batches, its batch size, and how many payments wait behind the transaction in flight. */
     const settlementQueue = { batching: settler.batching, maxBatch: settler.maxBatch, waiting: settler.waiting } as const
 
-    return { reserve, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
+    /**
+     * The payment a credential already made, if any: a request presenting the very same header text is a re-send of
+     * the purchase it paid for (holding the header is the proof; it is never verified or reserved again).
+     */
+    const madeWith = (credential: PaymentCredential) => repo.findByHeader(sha256(credential.raw.trim())).pipe(Effect.orDie)
+
+    return { reserve, madeWith, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
   }),
   dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default]
 }) {}

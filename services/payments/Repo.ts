@@ -95,6 +95,9 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
 
     const lock = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
     const find = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+    /** The payment made with the credential whose text hashes to `headerSha256` (unique: a credential pays once). */
+    const findByHeader = (headerSha256: string) =>
+      rows(sql`SELECT * FROM payments WHERE header_sha256 = ${headerSha256}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
 
     const linkTreasuryTx = (paymentId: string, txId: string) =>
       sql`UPDATE payments SET treasury_tx_id = ${txId} WHERE id = ${paymentId}`
@@ -120,6 +123,6 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE payments SET next_attempt_at = GREATEST(next_attempt_at, ${until}) WHERE id = ${id} AND status IN ('reserved', 'retrying')`.pipe(Effect.asVoid)
 
-    return { reserveStatements, lock, find, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
+    return { reserveStatements, lock, find, findByHeader, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
   })
 }) {}

@@ -100,6 +100,15 @@ export const ChainSettings = Schema.Struct({
   chain_blocked_callers: Schema.optionalWith(Schema.Array(AgentId).pipe(Schema.maxItems(100)), { exact: true })
 }).annotations({ identifier: "ChainSettings" })
 
+/**
+ * The agent wallet's EIP-712 signature over the registration, needed when another wallet pays the fee
+ * (services/agents/registrationProof.ts, docs/clients.md).
+ */
+export const WalletProof = Schema.Struct({
+  signature: Schema.String.pipe(Schema.maxLength(200)).annotations({ description: "0x-hex 65-byte EIP-712 signature by the agent wallet" }),
+  issuedAt: Schema.Int.annotations({ description: "When it was signed, Unix time in milliseconds (good for 5 minutes)" })
+}).annotations({ identifier: "WalletProof" })
+
 export const RegisterAgentRequest = Schema.Struct({
   wallet: Wallet,
   name: Name,
@@ -107,7 +116,8 @@ export const RegisterAgentRequest = Schema.Struct({
   tags: Schema.optionalWith(Tags, { exact: true }),
   capabilities: Capabilities,
   endpoints: Endpoints,
-  metadata: Schema.optionalWith(Metadata, { exact: true })
+  metadata: Schema.optionalWith(Metadata, { exact: true }),
+  walletProof: Schema.optionalWith(WalletProof, { exact: true })
 }).annotations({ identifier: "RegisterAgentRequest", parseOptions: { errors: "all" } })
 export type RegisterAgentRequest = typeof RegisterAgentRequest.Type
 

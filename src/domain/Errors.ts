@@ -18,6 +18,8 @@ export const ErrorCodes = {
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet (a withdrawal authorization: to the agent's registered wallet, for exactly the agent, amount, destination, nonce and deadline sent)." },
   AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp (a withdrawal authorization: its own nonce)." },
+  WALLET_PROOF_INVALID: { status: 401, meaning: "A registration's walletProof is malformed or is not the agent wallet's EIP-712 signature over this registration body (docs/clients.md); nothing was charged." },
+  WALLET_PROOF_EXPIRED: { status: 401, meaning: "A registration's walletProof.issuedAt is more than 5 minutes old or more than 30 seconds ahead; sign again. Nothing was charged." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   METRICS_AUTH_REQUIRED: { status: 401, meaning: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (METRICS_TOKEN is set, or the service runs against a real chain)." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
@@ -27,6 +29,7 @@ export const ErrorCodes = {
   BUDGET_EXCEEDED: { status: 402, meaning: "The call costs more than the chain's remaining budget (or a root call more than its X-Chain-Budget); details.estimated, details.remaining, details.shortfall. Nothing was reserved." },
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
+  WALLET_NOT_CONTROLLED: { status: 403, meaning: "The registration fee was paid by another wallet than the agent's and the registration carries no walletProof signed by the agent's wallet (details.wallet, details.payer); nothing was charged." },
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
   NOT_TRANSACTION_PAYER: { status: 403, meaning: "The X-Client-Id belongs to a wallet other than the one that paid for the transaction." },
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
@@ -124,13 +127,13 @@ export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "OPERATOR_AUTH_REQUIRED", "METRICS_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "WALLET_PROOF_INVALID", "WALLET_PROOF_EXPIRED", "OPERATOR_AUTH_REQUIRED", "METRICS_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "WALLET_NOT_CONTROLLED", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 

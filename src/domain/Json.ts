@@ -60,3 +60,14 @@ export const pointerToPath = (prefix: string, pointer: string): string => {
     .map((p) => p.replace(/~1/g, "/").replace(/~0/g, "~"))
   return [prefix, ...parts].filter((p) => p !== "").join(".")
 }
+
+/**
+ * Canonical JSON (RFC 8785 JCS for JSON parsed from text): object keys sorted by UTF-16 code units, no whitespace,
+ * strings and numbers as `JSON.stringify` writes them. The same value always gives the same text, whatever its key order.
+ */
+export const canonicalJson = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(canonicalJson).join(",")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
+    : JSON.stringify(value) ?? "null"

@@ -33,11 +33,13 @@ export class AgentsApi extends HttpApiGroup.make("agents")
       .setHeaders(PaymentHeaders)
       .addSuccess(ok(Registration), { status: 201 })
       .addError(PaymentRequiredResponse)
+      .addError(UnauthorizedResponse)
+      .addError(ForbiddenResponse)
       .addError(ConflictResponse)
       .annotate(OpenApi.Summary, "Register an agent (0.10 USDC via x402: PAYMENT-SIGNATURE v2 or X-PAYMENT v1)")
       .annotate(
         OpenApi.Description,
-        "Validates everything first (a bad request is never charged), answers 402 with the x402 challenge without payment (v1 JSON body and v2 PAYMENT-REQUIRED header), then verifies and settles the payment on chain. The receipt comes back as PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1)."
+        "Validates everything first (a bad request is never charged), answers 402 with the x402 challenge without payment (v1 JSON body and v2 PAYMENT-REQUIRED header), then verifies and settles the payment on chain. The fee is paid from the agent's own wallet, or by another wallet with `walletProof`, the agent wallet's EIP-712 signature over the registration (docs/clients.md); otherwise 403 WALLET_NOT_CONTROLLED and nothing is charged. The very same request re-sent with the very same payment header answers the agent it registered. The receipt comes back as PAYMENT-RESPONSE (v2) or X-PAYMENT-RESPONSE (v1)."
       )
   )
   .add(

@@ -1,9 +1,10 @@
 // Handlers of /api/v1/agents: decode, call the Agents service, encode.
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { presentedFromHeaders } from "../../layers/x402/credential.js"
 import { Agents } from "../../services/agents/Agents.js"
+import { AgentRegistration } from "../../services/agents/Registration.js"
 import { Paywall } from "../../services/payments/Paywall.js"
 import { toResource } from "../../services/agents/View.js"
 import { Api } from "./Api.js"
@@ -13,13 +14,16 @@ import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentH
 export const AgentsHttpLive = HttpApiBuilder.group(Api, "agents", (handlers) =>
   Effect.gen(function* () {
     const agents = yield* Agents
+    const registration = yield* AgentRegistration
     const paywall = yield* Paywall
     const { publicBaseUrl } = yield* AppConfig
     const resource = `${publicBaseUrl}/api/v1/agents`
     return handlers
       .handle("register", ({ headers, payload }) =>
         Effect.gen(function* () {
-          const result = yield* agents.register(payload, presentedFromHeaders(headers), resource)
+          // The body as sent (already read and cached by the server): what a walletProof signs.
+          const raw = yield* Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => request.json).pipe(Effect.orDie)
+          const result = yield* registration.register(payload, raw, presentedFromHeaders(headers), resource)
           yield* setResponseHeaders(receiptHeaders(result.payment))
           const { payment: _, ...data } = result
           return respond(data)

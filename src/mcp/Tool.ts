@@ -13,6 +13,8 @@ export interface ToolCall {
    * (x402 transports-v2/mcp.md); free tools ignore it.
    */
   readonly meta: Readonly<Record<string, unknown>>
+  /** The arguments as the client sent them, before decoding (what a registration's walletProof signs). */
+  readonly args?: unknown
 }
 
 /** A tool's value together with `_meta` for the result (a paid tool's settlement under `"x402/payment-response"`). */
@@ -96,7 +98,7 @@ export const defineTool = <I, II, O, OI extends Readonly<Record<string, unknown>
       decode(args ?? {}).pipe(
         Effect.mapError((error) => invalidArguments(spec.name, error)),
         Effect.flatMap((input) =>
-          spec.run(input, call).pipe(
+          spec.run(input, { ...call, args: args ?? {} }).pipe(
             Effect.flatMap(success),
             Effect.catchAllCause((cause) => failureResult(spec.name, cause))
           )),

@@ -14,7 +14,7 @@ layer(TestApp(), { excludeTestServices: true })("agent registry", (it) => {
       const { baseUrl, sql } = yield* TestEnv
       const owner = devAccount(1)
       const before = yield* Effect.promise(() => usdcBalance(TREASURY))
-      const response = yield* Effect.promise(() => paidCall(devAccount(2), `${baseUrl}/api/v1/agents`, { json: registration(owner) }))
+      const response = yield* Effect.promise(() => paidCall(owner, `${baseUrl}/api/v1/agents`, { json: registration(owner) }))
       const body = response.body
       expect(response.status).toBe(201)
       expect(body.success).toBe(true)
@@ -28,7 +28,7 @@ layer(TestApp(), { excludeTestServices: true })("agent registry", (it) => {
 
       const settlement = decodeXPaymentResponse(response.headers.get("x-payment-response") ?? "")
       expect(settlement).toMatchObject({ success: true, transaction: body.data.registrationTxId, network: "base-sepolia" })
-      expect(settlement.payer.toLowerCase()).toBe(devAccount(2).address.toLowerCase())
+      expect(settlement.payer.toLowerCase()).toBe(owner.address.toLowerCase())
 
       const read = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${body.data.id}`))
       expect(read.status).toBe(200)

@@ -18,8 +18,8 @@ import { inject } from "vitest"
 import { MachineHost } from "../../machines/Host.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
-import { call, devAccount, TREASURY, usdcBalance } from "../support/clients.js"
-import { registration } from "../support/fixtures.js"
+import { call, devAccount, strangerAccount, TREASURY, usdcBalance } from "../support/clients.js"
+import { registration, withWalletProof } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { echoCapability, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
@@ -164,6 +164,43 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
       expect(yield* balance(owner)).toBe(payerBefore - FEE)
       const wallet2 = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/check-wallet/${devAccount(2).address}`))
       expect(wallet2.body.data).toEqual({ exists: false })
+
+      // The same payment with the same arguments (a lost answer, sent again): the agent it registered, charged once.
+      const resent = yield* tool(client, "register_agent", args, { "x402/payment": payment })
+      expect(resent.isError ?? false, JSON.stringify(resent.content)).toBe(false)
+      expect(structured(resent)).toEqual(registered)
+      expect(resent._meta?.["x402/payment-response"]).toEqual(result._meta?.["x402/payment-response"])
+      expect(yield* paymentsCount).toBe(rowsBefore)
+      expect(yield* balance(owner)).toBe(payerBefore - FEE)
+    }))
+
+  it.scoped("register_agent paid by another wallet: refused (WALLET_NOT_CONTROLLED, nothing charged) unless the arguments carry the agent wallet's walletProof", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { baseUrl } = yield* TestEnv
+      const { client } = yield* connect
+      const owner = strangerAccount()
+      const payer = devAccount(6)
+      const before = yield* balance(payer)
+      const rowsBefore = yield* paymentsCount
+      const { result: refused } = yield* Effect.promise(() => callPaidTool(client, mcpPayer(payer, usdc()), "register_agent", registration(owner)))
+      expect(refused.isError).toBe(true)
+      expect(textOf(refused)).toMatchObject({ success: false, error: { code: "WALLET_NOT_CONTROLLED", details: { wallet: owner.address.toLowerCase(), payer: payer.address.toLowerCase() } } })
+      expect(yield* balance(payer)).toBe(before)
+      expect(yield* paymentsCount).toBe(rowsBefore)
+
+      const signed = yield* Effect.promise(() => withWalletProof(owner, registration(owner, { name: "Sponsored over MCP" })))
+      const { result } = yield* Effect.promise(() => callPaidTool(client, mcpPayer(payer, usdc()), "register_agent", signed))
+      expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+      expect(structured(result)).toMatchObject({ wallet: owner.address.toLowerCase(), name: "Sponsored over MCP", status: "active" })
+      expect(yield* balance(payer)).toBe(before - FEE)
+      const wallet = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/check-wallet/${owner.address}`))
+      expect(wallet.body.data).toEqual({ exists: true, agentId: structured(result).id })
+
+      // A proof over other arguments (the endpoint changed after signing) is refused before the payment is asked for.
+      const tampered = { ...signed, endpoints: { execution: "http://127.0.0.1:9/elsewhere" } }
+      const bad = yield* tool(client, "register_agent", tampered)
+      expect(textOf(bad)).toMatchObject({ error: { code: "WALLET_PROOF_INVALID" } })
     }))
 
   it.scoped("register_agent validates before payment: bad arguments are a protocol error, an invalid or duplicate registration a tool error, nothing charged", () =>
@@ -193,7 +230,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
       expect(yield* paymentsCount).toBe(rowsBefore)
     }))
 
-  it.scoped("execute: paid in _meta, the agent answers, _meta carries the settlement, paymentUsed reads the output back over MCP and HTTP; a replay is refused", () =>
+  it.scoped("execute: paid in _meta, the agent answers, _meta carries the settlement, paymentUsed reads the output back over MCP and HTTP; the same payment re-sent answers the result, for other input it is refused", () =>
     Effect.gen(function* () {
       yield* realNow
       const { baseUrl } = yield* TestEnv
@@ -235,7 +272,12 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
       expect(http.body.data).toMatchObject({ output: { echo: { text: "over mcp" } } })
 
       const rowsBefore = yield* paymentsCount
-      const replay = yield* tool(client, "execute", args, { "x402/payment": payment })
+      // The same payment and arguments again (a lost answer): the result, not a second charge.
+      const resent = yield* tool(client, "execute", args, { "x402/payment": payment })
+      expect(resent.isError ?? false, JSON.stringify(resent.content)).toBe(false)
+      expect(structured(resent)).toMatchObject({ requestId: done.requestId, status: "completed", output: { echo: { text: "over mcp" } }, paymentUsed: done.paymentUsed })
+      // The same payment for other input: refused as used, nothing charged.
+      const replay = yield* tool(client, "execute", { ...args, input: { text: "free ride" } }, { "x402/payment": payment })
       expect(replay.isError).toBe(true)
       expect(replay.structuredContent).toMatchObject({ x402Version: 2, error: "payment_already_used" })
       expect(yield* paymentsCount).toBe(rowsBefore)

@@ -13,7 +13,7 @@ import {
   usdcBalance,
   walletFor
 } from "../support/clients.js"
-import { registration } from "../support/fixtures.js"
+import { registration, withWalletProof } from "../support/fixtures.js"
 import { ledgerMatchesChain } from "../support/scenario.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { inject } from "vitest"
@@ -115,11 +115,11 @@ layer(TestApp(), { excludeTestServices: true })("x402 payments", (it) => {
   it.effect("a payer without funds is refused before anything is submitted", () =>
     refusedWithoutCharge({ account: strangerAccount(), value: FEE }, "insufficient_funds", 1))
 
-  it.effect("a replayed payment header is refused and charges nothing", () =>
+  it.effect("a payment header replayed for another registration is refused and charges nothing", () =>
     Effect.gen(function* () {
       const payer = devAccount(2)
       const { header } = yield* Effect.promise(() => signPayment({ account: payer, value: FEE }))
-      const first = yield* register(registration(devAccount(1)), header)
+      const first = yield* register(yield* Effect.promise(() => withWalletProof(devAccount(1), registration(devAccount(1)))), header)
       expect(first.status).toBe(201)
       const balance = yield* Effect.promise(() => usdcBalance(payer.address))
       const replay = yield* register(registration(devAccount(3)), header)
@@ -137,13 +137,16 @@ layer(TestApp(), { excludeTestServices: true })("x402 payments", (it) => {
       const owners = [5, 6, 7, 8, 9].map(devAccount)
       const { header, nonce } = yield* Effect.promise(() => signPayment({ account: payer, value: FEE }))
       const before = yield* Effect.promise(() => usdcBalance(payer.address))
+      // Each owner consents (walletProof); each body goes twice, so a twin of the winner is a re-send of it (issue 25).
+      const bodies = yield* Effect.promise(() => Promise.all(owners.map((owner) => withWalletProof(owner, registration(owner)))))
       const responses = yield* Effect.all(
-        [...owners, ...owners].map((owner) => register(registration(owner), header)),
+        [...bodies, ...bodies].map((body) => register(body, header)),
         { concurrency: "unbounded" }
       )
       const statuses = responses.map((r) => r.status).sort()
-      expect(statuses.filter((s) => s === 201)).toHaveLength(1)
-      expect(statuses.every((s) => s === 201 || s === 402 || s === 409)).toBe(true)
+      // Every 201 names the one agent the payment registered (the winner, or its twin answered as a re-send).
+      expect(new Set(responses.filter((r) => r.status === 201).map((r) => r.body.data.id)).size).toBe(1)
+      expect(statuses.every((s) => s === 201 || s === 402 || s === 409 || s === 503)).toBe(true)
       expect(before - (yield* Effect.promise(() => usdcBalance(payer.address)))).toBe(FEE)
       expect(yield* sql`SELECT 1 FROM payments WHERE nonce = ${nonce}`).toHaveLength(1)
       const active = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM agents WHERE status = 'active' AND registration_payment_id IN (SELECT id FROM payments WHERE nonce = ${nonce})`

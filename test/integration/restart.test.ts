@@ -47,7 +47,7 @@ describe("embedded defaults", () => {
       const owner = devAccount(1)
       const first = yield* run((chain) =>
         Effect.promise(async () => {
-          const wallet = createWalletClient({ account: devAccount(2), chain: devnetChain(chain.rpcUrl), transport: http(chain.rpcUrl) }).extend(publicActions)
+          const wallet = createWalletClient({ account: owner, chain: devnetChain(chain.rpcUrl), transport: http(chain.rpcUrl) }).extend(publicActions)
           const pay = wrapFetchWithPayment(fetch, wallet as unknown as Parameters<typeof wrapFetchWithPayment>[1])
           const response = await pay(`${baseUrl}/api/v1/agents`, {
             method: "POST",

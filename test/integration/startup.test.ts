@@ -330,7 +330,7 @@ describe.skipIf(process.platform !== "linux")("the embedded defaults, started, s
       const response = await pay(`${service.baseUrl}/api/v1/agents`, {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(registration(devAccount(1)))
+        body: JSON.stringify(registration(devAccount(2)))
       })
       expect(response.status).toBe(201)
       agentId = ((await response.json()) as { data: { id: string } }).data.id

@@ -2,7 +2,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Hex } from "viem"
 import { authorizationUsed, call, devAccount, paidCall, signPayment, usdcBalance, walletAuth } from "../support/clients.js"
-import { capability, registration } from "../support/fixtures.js"
+import { capability, registration, withWalletProof } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 
 const REGISTRATION_FEE = 100_000n
@@ -205,7 +205,9 @@ layer(TestApp(), { excludeTestServices: true })("registration validation", (it) 
 
       // The very same header was good money: on a valid body it is settled and charged exactly once.
       const owner = devAccount(6)
-      const paid = yield* register(baseUrl, registration(owner), { "X-PAYMENT": lastHeader })
+      // The payer is not the owner: the owner's walletProof lets it pay (issue 25).
+      const signed = yield* Effect.promise(() => withWalletProof(owner, registration(owner)))
+      const paid = yield* register(baseUrl, signed, { "X-PAYMENT": lastHeader })
       expect(paid.status).toBe(201)
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(before - REGISTRATION_FEE)
       expect(yield* Effect.promise(() => authorizationUsed(payer.address, nonces[nonces.length - 1]!))).toBe(true)

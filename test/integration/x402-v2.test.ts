@@ -165,7 +165,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(before - (yield* Effect.promise(() => usdcBalance(payer.address)))).toBe(PRICE)
     }))
 
-  it.scoped("a replayed PAYMENT-SIGNATURE, or its authorization re-sent as v1, is refused with a v2 challenge and charges nothing", () =>
+  it.scoped("the very same PAYMENT-SIGNATURE re-sent with the same body answers the result, charged once; with another body, or re-wrapped as v1, it is refused and charges nothing", () =>
     Effect.gen(function* () {
       const { baseUrl } = yield* TestEnv
       const agent = yield* fakeAgent("echo")
@@ -178,11 +178,21 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       const payerBefore = yield* Effect.promise(() => usdcBalance(payer.address))
       const treasuryBefore = yield* Effect.promise(() => usdcBalance(TREASURY))
       const rowsBefore = yield* paymentsCount
-      const replayed = yield* post(fetch, `${baseUrl}/api/v1/execute`, body, { "PAYMENT-SIGNATURE": paying.sent[0] ?? "" })
+      const header = paying.sent[0] ?? ""
+      // The client lost the answer and sends the identical request again: the result, not a second 402.
+      const resent = yield* post(fetch, `${baseUrl}/api/v1/execute`, body, { "PAYMENT-SIGNATURE": header })
+      expect(resent.status).toBe(200)
+      expect(resent.body.data).toMatchObject({ requestId: first.body.data.requestId, status: "completed", output: { echo: { text: "once" } } })
+      expect(resent.headers.get("x-payment-used")).toBe(header)
+      expect(decodePaymentResponseHeader(resent.headers.get("payment-response") ?? "")).toMatchObject({ success: true, network: "eip155:84532", payer: payer.address.toLowerCase() })
+      expect(agent.calls).toHaveLength(1)
+      // The same header with other input is no free call, and tells nothing of the first.
+      const replayed = yield* post(fetch, `${baseUrl}/api/v1/execute`, { ...body, input: { text: "other" } }, { "PAYMENT-SIGNATURE": header })
       expect(replayed.status).toBe(402)
       expect(replayed.body.error?.details.reason).toBe("payment_already_used")
+      expect(JSON.stringify(replayed.body)).not.toContain(first.body.data.requestId)
       expect(decodeHeader(replayed.headers.get("payment-required"))).toMatchObject({ x402Version: 2, error: "payment_already_used" })
-      // The same authorization re-wrapped as a v1 X-PAYMENT is the same payment: once-only across versions.
+      // The same authorization re-wrapped as a v1 X-PAYMENT is another header text: refused, once-only across versions.
       const rewrapped = { x402Version: 1, scheme: "exact", network: "base-sepolia", payload: decodeHeader(paying.sent[0] ?? null).payload }
       const crossVersion = yield* post(fetch, `${baseUrl}/api/v1/execute`, body, { "X-PAYMENT": Buffer.from(JSON.stringify(rewrapped)).toString("base64") })
       expect(crossVersion.status).toBe(402)
@@ -190,6 +200,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(payerBefore)
       expect(yield* Effect.promise(() => usdcBalance(TREASURY))).toBe(treasuryBefore)
       expect(yield* paymentsCount).toBe(rowsBefore)
+      expect(agent.calls).toHaveLength(1)
     }))
 
   it.scoped("malformed, oversized, too deep, wrong-version or doubled payment headers are answered 402 with the reason and charge nothing", () =>
@@ -247,6 +258,17 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       expect(conflict.body.error?.code).toBe("IDEMPOTENCY_CONFLICT")
       expect(before - (yield* Effect.promise(() => usdcBalance(payer.address)))).toBe(PRICE)
       expect((yield* balanceOf(agentId)).body.data.executionCount).toBe(1)
+
+      // The identical PAYMENT-SIGNATURE (its payment-identifier is the key) re-sent: the result again, nothing charged.
+      const resent = yield* post(fetch, `${baseUrl}/api/v1/execute`, body, { "PAYMENT-SIGNATURE": paying.sent[0] ?? "" })
+      expect(resent.status).toBe(200)
+      expect(resent.body.data).toMatchObject({ requestId: first.body.data.requestId, status: "completed", output: { echo: { text: "id" } } })
+      // The same header under another idempotency key is another purchase: refused, not answered.
+      const otherKey = yield* post(fetch, `${baseUrl}/api/v1/execute`, { ...body, idempotencyKey: "another-key" }, { "PAYMENT-SIGNATURE": paying.sent[0] ?? "" })
+      expect(otherKey.status).toBe(402)
+      expect(otherKey.body.error?.details.reason).toBe("payment_already_used")
+      expect(before - (yield* Effect.promise(() => usdcBalance(payer.address)))).toBe(PRICE)
+      expect(agent.calls).toHaveLength(1)
     }))
 
   it.effect("a v2 payment handed over already decoded (x402 MCP transport) is verified like its header and charges nothing by itself", () =>

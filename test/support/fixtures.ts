@@ -1,5 +1,6 @@
 // Request bodies for tests.
 import type { PrivateKeyAccount } from "viem/accounts"
+import { registrationTypedData } from "../../services/agents/registrationProof.js"
 
 export const capability = (overrides: Record<string, unknown> = {}) => ({
   id: "summarize",
@@ -21,3 +22,17 @@ export const registration = (wallet: PrivateKeyAccount | string, overrides: Reco
   metadata: { owner: "tests" },
   ...overrides
 })
+
+/**
+ * A registration carrying `walletProof`: the agent wallet's EIP-712 signature over it, so that another wallet may pay
+ * the fee. `signer` signs instead of the owner (a forged proof); `issuedAt` in ms (default now).
+ */
+export const withWalletProof = async (
+  owner: PrivateKeyAccount,
+  body: ReturnType<typeof registration>,
+  options: { readonly signer?: PrivateKeyAccount; readonly issuedAt?: number } = {}
+) => {
+  const issuedAt = options.issuedAt ?? Date.now()
+  const signature = await (options.signer ?? owner).signTypedData(registrationTypedData(body, issuedAt, 84532))
+  return { ...body, walletProof: { signature, issuedAt } }
+}

@@ -4,7 +4,7 @@
 import { Effect, Schema } from "effect"
 import { AppConfig } from "../../../layers/Config.js"
 import { presentedFromV2Payload } from "../../../layers/x402/credential.js"
-import { Agents } from "../../../services/agents/Agents.js"
+import { AgentRegistration } from "../../../services/agents/Registration.js"
 import { Executions, type PaymentUse } from "../../../services/executions/Executions.js"
 import { Paywall } from "../../../services/payments/Paywall.js"
 import { RegisterAgentRequest } from "../../domain/Agent.js"
@@ -32,7 +32,7 @@ const receiptMeta = (paywall: Paywall, payment: PaymentUse | null) =>
     : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }) }
 
 export const paidTools = Effect.gen(function* () {
-  const agents = yield* Agents
+  const registration = yield* AgentRegistration
   const executions = yield* Executions
   const paywall = yield* Paywall
   const { publicBaseUrl } = yield* AppConfig
@@ -45,12 +45,14 @@ export const paidTools = Effect.gen(function* () {
         "Costs 0.10 USDC (the registration fee of POST /api/v1/agents), paid with x402 v2: called without payment it returns isError with the x402 PaymentRequired (structuredContent); " +
         "sign an exact USDC payment for one of its `accepts` and call again with the same arguments and the PaymentPayload in params._meta[\"x402/payment\"]. " +
         "The request is validated first: an invalid registration or a wallet that already has an agent is a tool error and nothing is charged. " +
+        "Pay from the agent's own wallet; a payment from another wallet is refused (WALLET_NOT_CONTROLLED, nothing charged) unless the arguments carry `walletProof`, the agent wallet's EIP-712 signature over them (docs/clients.md). " +
+        "Calling again with the very same payment and arguments answers the agent already registered. " +
         "The result is the active agent; its _meta[\"x402/payment-response\"] holds the settlement transaction.",
       input: RegisterAgentRequest,
       output: Registration,
       paid: true,
       run: (request, call) =>
-        agents.register(request, presentedFromV2Payload(call.meta[PAYMENT_META]), `${publicBaseUrl}/mcp#register_agent`).pipe(
+        registration.register(request, call.args, presentedFromV2Payload(call.meta[PAYMENT_META]), `${publicBaseUrl}/mcp#register_agent`).pipe(
           Effect.map(({ payment, ...registered }) => new WithMeta(registered, { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, payment) })),
           Effect.mapError(asX402Challenge(paywall))
         )
