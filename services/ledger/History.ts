@@ -1,12 +1,12 @@
 // An agent's payment history (spec: GET /payments/history/:agentId): its transactions in the list view, newest first,
-// for its owner only (wallet signature, used up like every other).
+// for its owner only (wallet signature; a read, so reusable within its 5 minutes).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { NotFound } from "../../src/domain/Errors.js"
 import type { AgentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
-import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "../agents/WalletAuth.js"
+import { verifyWalletSignature, type WalletAuthHeaders } from "../agents/WalletAuth.js"
 
 const HistoryRow = Schema.Struct({
   transactionId: Schema.String,
@@ -48,14 +48,11 @@ export class History extends Effect.Service<History>()("ledger/History", {
         if (Option.isNone(record) || record.value.status === "pending") {
           return yield* new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${agentId} not found` })
         }
-        const proof = yield* verifyWalletSignature(record.value, auth)
-        const rows = yield* sql.withTransaction(
-          Effect.zipRight(
-            consumeWalletSignature(proof),
-            sql`SELECT transaction_id, agent_id, capability_id, status, price, platform_cut, agent_earnings, execution_time_ms, escrow_id, created_at
-                FROM executions WHERE agent_id = ${agentId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`
-          )
-        ).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* verifyWalletSignature(record.value, auth)
+        const rows = yield* sql`SELECT transaction_id, agent_id, capability_id, status, price, platform_cut, agent_earnings, execution_time_ms, escrow_id, created_at
+                FROM executions WHERE agent_id = ${agentId} ORDER BY created_at DESC, id LIMIT ${limit} OFFSET ${offset}`.pipe(
+          Effect.catchTag("SqlError", Effect.die)
+        )
         return (yield* Effect.orDie(decodeRows(rows))).map(toListView)
       }).pipe(Effect.withSpan("History.history"))
 

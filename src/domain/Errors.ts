@@ -17,7 +17,7 @@ export const ErrorCodes = {
   AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old." },
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet." },
-  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp." },
+  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used for a change: every state-changing request needs its own signed timestamp (reads reuse one for its 5 minutes)." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   METRICS_AUTH_REQUIRED: { status: 401, meaning: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (METRICS_TOKEN is set, or the service runs against a real chain)." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
