@@ -22,7 +22,7 @@ import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
-import { RateLimits } from "./RateLimits.js"
+import { type LimitsSeen, RateLimits } from "./RateLimits.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
@@ -47,9 +47,11 @@ export interface ExecuteContext {
   readonly chainBudget?: string | undefined
   /** X-Chain-Token: a sub-call inside a chain, paid from its budget (no payment). */
   readonly chainToken?: string | undefined
+  /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
+  readonly limits?: LimitsSeen | undefined
 }
 
-/** What the HTTP layer turns into headers: the accepted payment, its settlement, the rate-limit windows. */
+/** What the HTTP layer turns into headers: the accepted payment and its settlement (the windows: ExecuteContext.limits). */
 export interface PaymentUse {
   /** The credential's text (X-PAYMENT-USED), and the x402 version and network name the receipt speaks. */
   readonly header: string
@@ -57,7 +59,6 @@ export interface PaymentUse {
   readonly payer: string
   readonly network: string
   readonly settlementTxHash: string | null
-  readonly rateLimit: { readonly agentRemaining: number; readonly clientRemaining: number } | null
 }
 
 export type ExecuteOutcome =
@@ -110,7 +111,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
             const message = "a chained call spends its chain's budget; X-Chain-Budget starts a new chain and cannot go with X-Chain-Token"
             return yield* new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } })
           }
-          return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async), payment: null } satisfies ExecuteOutcome
+          return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async, ctx.limits), payment: null } satisfies ExecuteOutcome
         }
         const { agent, capability, callbackUrl } = yield* check(req)
         const agentFee = capability.pricing.basePrice
@@ -126,8 +127,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           ctx.payment
         )
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
-        const window = yield* rateLimits.consume(agent.id, verified.payer)
-        const giveBack = rateLimits.release(agent.id, verified.payer)
+        const window = yield* rateLimits.consume(agent.id, verified.payer, ctx.limits)
+        const giveBack = rateLimits.release(agent.id, verified.payer, ctx.limits)
         if (window.exceeded) {
           yield* giveBack
           return yield* new RateLimited({
@@ -141,8 +142,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           version: presentation.version,
           payer: verified.payer,
           network: presentation.network,
-          settlementTxHash: null,
-          rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
+          settlementTxHash: null
         }
         const requestHash = sha256(canonical({
           targetAgentId: req.targetAgentId,
