@@ -1,5 +1,6 @@
 // Pure mapping of an agent record to the spec's Agent resource on the wire.
 import type { AgentRecord, AgentResource } from "../../src/domain/Agent.js"
+import { healthBandOf } from "../../src/domain/Health.js"
 import { settlementPolicy } from "../../src/domain/Trust.js"
 
 export const toResource = (agent: AgentRecord): AgentResource => {
@@ -18,6 +19,7 @@ export const toResource = (agent: AgentRecord): AgentResource => {
     status_reason: agent.status !== "active" && agent.statusSetBy === "operator" ? agent.statusReason : null,
     reputation_score: agent.reputationScore,
     health_score: agent.healthScore,
+    health_band: healthBandOf(agent.healthScore),
     health_updated_at: agent.healthUpdatedAt.toISOString(),
     circuitState: agent.circuitState,
     trustTier: agent.trustTier,

@@ -1,5 +1,6 @@
 // Wallet-signature authentication (spec section 5): `service-auth:{agentId}:{timestampMs}` signed as a personal message,
-// each signature good for one change (remembered until it would have expired).
+// good for 5 minutes. Reads (GET, nothing moved or changed) only verify it, so it serves any number of reads in its
+// window; every state-changing call also consumes it (one change per signature, remembered until it would expire).
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { isHex, recoverMessageAddress } from "viem"
@@ -92,7 +93,8 @@ export const verifyWalletSignature = (
   }).pipe(Effect.withSpan("WalletAuth.verify"))
 
 /**
- * Uses up a verified signature. Call it inside the database transaction of the change it authorises: a change that
+ * Uses up a verified signature: every state-changing call does, never a read (GET). Call it inside the database
+ * transaction of the change it authorises: a change that
  * fails leaves the signature usable, and of two concurrent requests with one signature the second waits on the first's
  * row and is refused once it commits.
  */
@@ -106,7 +108,7 @@ export const consumeWalletSignature = (proof: WalletProof) =>
     if (used.length === 0) {
       return yield* new Unauthorized({
         code: "AUTH_SIGNATURE_REUSED",
-        message: "this signature was already used; sign a fresh timestamp for every request",
+        message: "this signature was already used for a change; sign a fresh timestamp for every change",
         details: { signedAt: proof.signedAt }
       })
     }

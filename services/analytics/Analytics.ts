@@ -1,5 +1,6 @@
 // Analytics (free reads): platform figures (cached for ANALYTICS_CACHE_SECONDS, 60 by default), daily time series, the
-// earnings leaderboard, and an agent's own analytics for its owner only (wallet signature, used up like every other).
+// earnings leaderboard, and an agent's own analytics for its owner only (wallet signature; a read, so reusable for its
+// 5 minutes).
 import { Clock, Config, Effect, Option } from "effect"
 import {
   ANALYTICS_DEFAULT_DAYS,
@@ -12,8 +13,7 @@ import { NotFound } from "../../src/domain/Errors.js"
 import type { AgentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { Agents } from "../agents/Agents.js"
-import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "../agents/WalletAuth.js"
-import { SqlClient } from "@effect/sql"
+import { verifyWalletSignature, type WalletAuthHeaders } from "../agents/WalletAuth.js"
 import { cachedFor } from "./cache.js"
 import { AnalyticsRepo, firstDay, utcDay } from "./Repo.js"
 
@@ -26,7 +26,6 @@ export class Analytics extends Effect.Service<Analytics>()("analytics/Analytics"
   scoped: Effect.gen(function* () {
     const repo = yield* AnalyticsRepo
     const agents = yield* Agents
-    const sql = yield* SqlClient.SqlClient
     const cacheSeconds = yield* Config.integer("ANALYTICS_CACHE_SECONDS").pipe(Config.withDefault(60), Effect.orDie)
 
     const computePlatform = Effect.gen(function* () {
@@ -73,15 +72,14 @@ export class Analytics extends Effect.Service<Analytics>()("analytics/Analytics"
         }
       }).pipe(Effect.withSpan("Analytics.leaderboard"))
 
-    /** The agent's owner proves it with a fresh wallet signature, used up by this read. */
+    /** The agent's owner proves it with its wallet signature; a read, so the signature is not used up (5 minutes). */
     const owner = (agentId: AgentId, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
         const record = yield* agents.loadRecord(agentId)
         if (Option.isNone(record) || record.value.status === "pending") {
           return yield* new NotFound({ code: "AGENT_NOT_FOUND", message: `agent ${agentId} not found` })
         }
-        const proof = yield* verifyWalletSignature(record.value, auth)
-        yield* sql.withTransaction(consumeWalletSignature(proof)).pipe(Effect.catchTag("SqlError", Effect.die))
+        yield* verifyWalletSignature(record.value, auth)
         return record.value
       })
 

@@ -24,7 +24,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { AgentCall } from "../executions/AgentCall.js"
 import { canonical, executionStatements, priceOf } from "../executions/create.js"
 import { prepare } from "../executions/prepare.js"
-import { RateLimits } from "../executions/RateLimits.js"
+import { type LimitsSeen, RateLimits } from "../executions/RateLimits.js"
 import { ExecutionsRepo } from "../executions/Repo.js"
 import * as View from "../executions/View.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
@@ -138,7 +138,8 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         } satisfies ExecutionView
       })
 
-    const call = (req: ExecuteRequest, header: string, async: boolean) =>
+    /** `limits`: where the paying client's windows are noted once counted (X-RateLimit-* on the answer). */
+    const call = (req: ExecuteRequest, header: string, async: boolean, limits?: LimitsSeen) =>
       Effect.gen(function* () {
         if (async || req.callbackUrl !== undefined || req.webhookUrl !== undefined) {
           const message = "chained calls are answered synchronously (no async=true, callbackUrl or webhookUrl)"
@@ -171,19 +172,20 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
           existing.requestHash === requestHash
             ? answer(existing.id, token)
             : Effect.fail(new Conflict({ code: "IDEMPOTENCY_CONFLICT", message: "this idempotencyKey was used with a different agent, capability or input", details: { requestId: existing.id } }))
-        if (req.idempotencyKey !== undefined) {
-          const existing = yield* executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie)
-          if (Option.isSome(existing)) return yield* repeat(existing.value)
-        }
-        // Sub-calls count against the paying client's window (the chain's payer), like its own calls.
-        const window = yield* rateLimits.consume(agent.id, payer).pipe(Effect.orDie)
+        // Sub-calls count against the paying client's window (the chain's payer), like its own calls (a repeat
+        // of an idempotent sub-call too, as a paid repeat is).
+        const window = yield* rateLimits.consume(agent.id, payer, limits).pipe(Effect.orDie)
         if (window.exceeded) {
-          yield* rateLimits.release(agent.id, payer).pipe(Effect.orDie)
+          yield* rateLimits.release(agent.id, payer, limits).pipe(Effect.orDie)
           return yield* new RateLimited({
             code: "RATE_LIMITED",
             message: "too many requests in the current window; nothing was reserved",
             details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
           })
+        }
+        if (req.idempotencyKey !== undefined) {
+          const existing = yield* executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie)
+          if (Option.isSome(existing)) return yield* repeat(existing.value)
         }
 
         const requestId = newId("req")
@@ -250,7 +252,7 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
               ? Effect.flatMap(executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie), (existing) =>
                 Option.isSome(existing) ? Effect.map(repeat(existing.value), (view) => ({ _tag: "Repeat", view }) satisfies Reservation) : Effect.die(error))
               : Effect.die(error)),
-          Effect.tapError(() => rateLimits.release(agent.id, payer).pipe(Effect.orDie))
+          Effect.tapError(() => rateLimits.release(agent.id, payer, limits).pipe(Effect.orDie))
         )
         if (made._tag === "Repeat") return made.view
         const reserved = made.reserved

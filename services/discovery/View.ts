@@ -1,6 +1,7 @@
 // Pure mappings of discovered agents to the wire: /discover's agent, /discover/search's agent with composite_score, and
 // /discover/recommend's agent with matchScore.
 import type { DiscoveredAgent, RecommendedAgent, SearchedAgent } from "../../src/domain/Discovery.js"
+import { healthBandOf } from "../../src/domain/Health.js"
 import { settlementPolicy } from "../../src/domain/Trust.js"
 import { roundScore } from "./Ranking.js"
 import type { DiscoveredRow } from "./Repo.js"
@@ -14,6 +15,7 @@ export const forDiscover = (row: DiscoveredRow): DiscoveredAgent => {
     capabilities: row.capabilities,
     tags: row.tags,
     health_score: row.healthScore,
+    health_band: healthBandOf(row.healthScore),
     reputation_score: row.reputationScore,
     trustTier: row.trustTier,
     settlementType: policy.settlementType,
@@ -28,6 +30,7 @@ export const forSearch = (row: DiscoveredRow): SearchedAgent => ({
   composite_score: roundScore(row.composite),
   capabilities: row.capabilities,
   health_score: row.healthScore,
+  health_band: healthBandOf(row.healthScore),
   reputation_score: row.reputationScore
 })
 

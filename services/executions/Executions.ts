@@ -22,7 +22,7 @@ import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
-import { RateLimits } from "./RateLimits.js"
+import { type LimitsSeen, RateLimits } from "./RateLimits.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
@@ -51,9 +51,11 @@ export interface ExecuteContext {
   readonly chainBudget?: string | undefined
   /** X-Chain-Token: a sub-call inside a chain, paid from its budget (no payment). */
   readonly chainToken?: string | undefined
+  /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
+  readonly limits?: LimitsSeen | undefined
 }
 
-/** What the HTTP layer turns into headers: the accepted payment, its settlement, the rate-limit windows. */
+/** What the HTTP layer turns into headers: the accepted payment and its settlement (the windows: ExecuteContext.limits). */
 export interface PaymentUse {
   /** The credential's text (X-PAYMENT-USED), and the x402 version and network name the receipt speaks. */
   readonly header: string
@@ -61,7 +63,6 @@ export interface PaymentUse {
   readonly payer: string
   readonly network: string
   readonly settlementTxHash: string | null
-  readonly rateLimit: { readonly agentRemaining: number; readonly clientRemaining: number } | null
 }
 
 export type ExecuteOutcome =
@@ -116,7 +117,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
             const message = "a chained call spends its chain's budget; X-Chain-Budget starts a new chain and cannot go with X-Chain-Token"
             return yield* new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } })
           }
-          return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async), payment: null } satisfies ExecuteOutcome
+          return { _tag: "Done", view: yield* chained.call(req, ctx.chainToken, ctx.async, ctx.limits), payment: null } satisfies ExecuteOutcome
         }
         // A re-send of a purchase this very header already made is answered from it, whatever changed since (the agent
         // paused, its circuit open); looked up beside the checks, which only a new purchase needs.
@@ -138,8 +139,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         // The payment is verified, not settled: a refused callback host charges nothing.
         if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
         // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
-        const window = yield* rateLimits.consume(agent.id, verified.payer)
-        const giveBack = rateLimits.release(agent.id, verified.payer)
+        const window = yield* rateLimits.consume(agent.id, verified.payer, ctx.limits)
+        const giveBack = rateLimits.release(agent.id, verified.payer, ctx.limits)
         if (window.exceeded) {
           yield* giveBack
           return yield* new RateLimited({
@@ -153,8 +154,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           version: presentation.version,
           payer: verified.payer,
           network: presentation.network,
-          settlementTxHash: null,
-          rateLimit: { agentRemaining: window.agentRemaining, clientRemaining: window.clientRemaining }
+          settlementTxHash: null
         }
         const requestHash = requestHashOf(req, Option.map(chain, (plan) => plan.budget))
         const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)

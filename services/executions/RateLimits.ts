@@ -1,7 +1,22 @@
 // Fixed-window rate limits per agent and per client, and the operator console's failed logins per client address (a
 // window sliding by minutes), shared by all server processes through PostgreSQL (rate_limit_windows).
 import { SqlClient } from "@effect/sql"
-import { Clock, Config, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+
+/** What is left in both windows, as X-RateLimit-Agent-Remaining and X-RateLimit-Client-Remaining say. */
+export interface Remaining {
+  readonly agentRemaining: number
+  readonly clientRemaining: number
+}
+
+/**
+ * Where a request's handler learns what the windows said once they were counted (after a unit given back, what they say
+ * then), whatever the request's outcome: success, failure or refusal. Services write it; only the handler makes headers.
+ */
+export type LimitsSeen = Ref.Ref<Option.Option<Remaining>>
+
+export const noteLimits = (seen: LimitsSeen | undefined, remaining: Remaining) =>
+  seen === undefined ? Effect.void : Ref.set(seen, Option.some(remaining))
 
 export interface Window {
   readonly agentRemaining: number
@@ -28,8 +43,13 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
 
     const windowOf = (now: number) => new Date(Math.floor(now / windowMs) * windowMs)
 
-    /** Counts one request against both windows (one statement) and says whether either is exceeded. */
-    const consume = (agentId: string, client: string) =>
+    const remainingOf = (rows: ReadonlyArray<{ readonly key: string; readonly count: number }>) => {
+      const count = (prefix: string) => rows.find((r) => r.key.startsWith(prefix))?.count ?? 0
+      return { agentCount: count("agent:"), clientCount: count("client:") }
+    }
+
+    /** Counts one request against both windows (one statement) and says whether either is exceeded; noted in `seen`. */
+    const consume = (agentId: string, client: string, seen?: LimitsSeen) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const start = windowOf(now)
@@ -38,23 +58,30 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
           VALUES (${`agent:${agentId}`}, ${start}, 1), (${`client:${client}`}, ${start}, 1)
           ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_windows.count + 1
           RETURNING key, count`
-        const count = (prefix: string) => rows.find((r) => r.key.startsWith(prefix))?.count ?? 0
-        const agentCount = count("agent:")
-        const clientCount = count("client:")
-        return {
+        const { agentCount, clientCount } = remainingOf(rows)
+        const window = {
           agentRemaining: Math.max(0, agentLimit - agentCount),
           clientRemaining: Math.max(0, clientLimit - clientCount),
           resetSeconds: Math.max(1, Math.ceil((start.getTime() + windowMs - now) / 1000)),
           exceeded: agentCount > agentLimit || clientCount > clientLimit
         } satisfies Window
+        yield* noteLimits(seen, window)
+        return window
       }).pipe(Effect.orDie, Effect.withSpan("RateLimits.consume"))
 
-    /** Gives the unit back (the request was refused before doing anything: bad payment, over quota). */
-    const release = (agentId: string, client: string) =>
+    /**
+     * Gives the unit back (the request was refused before doing anything: bad payment, over quota); `seen` then holds
+     * what the windows say after it.
+     */
+    const release = (agentId: string, client: string, seen?: LimitsSeen) =>
       Effect.gen(function* () {
         const start = windowOf(yield* Clock.currentTimeMillis)
-        yield* sql`UPDATE rate_limit_windows SET count = count - 1
-                   WHERE window_start = ${start} AND key IN (${`agent:${agentId}`}, ${`client:${client}`}) AND count > 0`
+        const rows = yield* sql<{ key: string; count: number }>`UPDATE rate_limit_windows SET count = count - 1
+                   WHERE window_start = ${start} AND key IN (${`agent:${agentId}`}, ${`client:${client}`}) AND count > 0
+                   RETURNING key, count`
+        if (rows.length < 2) return
+        const { agentCount, clientCount } = remainingOf(rows)
+        yield* noteLimits(seen, { agentRemaining: Math.max(0, agentLimit - agentCount), clientRemaining: Math.max(0, clientLimit - clientCount) })
       }).pipe(Effect.orDie)
 
     const loginMaxFailures = yield* Config.integer("OPS_LOGIN_MAX_FAILURES").pipe(Config.withDefault(5))

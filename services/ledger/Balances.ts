@@ -20,6 +20,8 @@ const TxRow = Schema.Struct({
   transactionId: Schema.String,
   id: Schema.String,
   payer: Schema.String,
+  /** The agent whose chained call this was (its parent execution's agent); null when a client paid. */
+  requestingAgent: Schema.NullOr(Schema.String),
   agentId: Schema.String,
   capabilityId: Schema.String,
   status: Schema.String,
@@ -79,11 +81,12 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
     const transaction = (txId: string) =>
       Effect.gen(function* () {
         const rows = yield* sql`
-          SELECT x.transaction_id, x.id, x.payer, x.agent_id, x.capability_id, x.status, x.price, x.platform_fee, x.agent_fee,
+          SELECT x.transaction_id, x.id, x.payer, pe.agent_id AS requesting_agent, x.agent_id, x.capability_id, x.status, x.price, x.platform_fee, x.agent_fee,
                  x.platform_cut, x.agent_earnings, x.execution_time_ms, x.escrow_id, s.status AS escrow_status, s.release_at,
                  p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
           FROM executions x JOIN escrows s ON s.execution_id = x.id JOIN payments p ON p.id = x.payment_id
           LEFT JOIN refunds r ON r.execution_id = x.id LEFT JOIN disputes d ON d.execution_id = x.id
+          LEFT JOIN executions pe ON pe.id = x.parent_execution_id
           WHERE x.transaction_id = ${txId}`
         const found = Option.fromNullable(rows[0])
         if (Option.isNone(found)) return yield* new NotFound({ code: "TRANSACTION_NOT_FOUND", message: `no transaction ${txId}` })
@@ -91,7 +94,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         return {
           id: tx.transactionId,
           request_id: tx.id,
-          requesting_agent: null,
+          requesting_agent: tx.requestingAgent,
           payer: tx.payer,
           providing_agent: tx.agentId,
           capability_id: tx.capabilityId,

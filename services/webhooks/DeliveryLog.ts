@@ -20,11 +20,11 @@ export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/Deliver
     const test = (id: string, auth: WalletAuthHeaders) => Effect.flatMap(subscriptions.authorized(id, auth), dispatcher.sendTest)
 
     const deliveries = (id: string, auth: WalletAuthHeaders, limit: number, offset: number) =>
-      Effect.zipRight(subscriptions.authorized(id, auth), repo.bySubscription(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
+      Effect.zipRight(subscriptions.readable(id, auth), repo.bySubscription(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const logs = (id: string, deliveryId: string, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
-        yield* subscriptions.authorized(id, auth)
+        yield* subscriptions.readable(id, auth)
         const delivery = yield* repo.find(deliveryId)
         if (Option.isNone(delivery) || delivery.value.subscriptionId !== id) {
           return yield* new NotFound({ code: "NOT_FOUND", message: `no delivery ${deliveryId} for webhook ${id}` })
@@ -33,7 +33,7 @@ export class DeliveryLog extends Effect.Service<DeliveryLog>()("webhooks/Deliver
       }).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const deadLetters = (id: string, auth: WalletAuthHeaders, limit: number, offset: number) =>
-      Effect.zipRight(subscriptions.authorized(id, auth), repo.deadLettersOf(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
+      Effect.zipRight(subscriptions.readable(id, auth), repo.deadLettersOf(id, limit, offset)).pipe(Effect.catchTag("SqlError", Effect.die))
 
     /**
      * Requeues a dead-letter entry inside the caller's transaction: a new delivery of the same event and body, the entry

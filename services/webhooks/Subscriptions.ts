@@ -1,5 +1,6 @@
-// Webhook subscriptions, managed by the agent's owner with its (single-use) wallet signature: the spec asks for the
-// bare X-Agent-Wallet header, but a wallet address is public (docs/decisions.md "Webhooks"). At most 5 per agent.
+// Webhook subscriptions, managed by the agent's owner with its wallet signature (single-use for changes, good for its
+// 5 minutes on reads): the spec asks for the bare X-Agent-Wallet header, but a wallet address is public
+// (docs/decisions.md "Webhooks"). At most 5 per agent.
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { UrlGuard } from "../../layers/UrlGuard.js"
@@ -32,7 +33,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
 
     const notFound = (id: string) => new NotFound({ code: "WEBHOOK_NOT_FOUND", message: `no webhook ${id}` })
 
-    /** The owner's proof for `agentId` (its wallet signature, checked; consumed in the change's transaction). */
+    /** The owner's proof for `agentId` (its wallet signature, checked; a change consumes it in its transaction). */
     const owner = (agentId: string, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
         const agent = yield* agents.loadRecord(AgentId.make(agentId))
@@ -110,12 +111,9 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
         )
       }).pipe(Effect.catchTag("SqlError", Effect.die))
 
+    /** A read (GET): the signature is checked, not used up (good for its 5 minutes). */
     const list = (agentId: string, auth: WalletAuthHeaders) =>
-      Effect.gen(function* () {
-        const proof = yield* owner(agentId, auth)
-        yield* sql.withTransaction(consumeWalletSignature(proof))
-        return yield* repo.byAgent(agentId)
-      }).pipe(Effect.catchTag("SqlError", Effect.die))
+      Effect.zipRight(owner(agentId, auth), repo.byAgent(agentId)).pipe(Effect.catchTag("SqlError", Effect.die))
 
     const update = (id: string, patch: SubscriptionChange, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
@@ -140,10 +138,19 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("webhooks/Sub
         return Effect.as(repo.update(id, { secretEncrypted: secrets.encrypt(secret) }, at), { id, secret })
       })
 
-    /** The subscription, for its owner only (signature verified and consumed): reads of its deliveries and dead letters. */
+    /** The subscription, for its owner only (signature verified and consumed): the test post and requeue (POSTs). */
     const authorized = (id: string, auth: WalletAuthHeaders) => change(id, auth, (row) => Effect.succeed(row))
 
-    return { create, list, update, remove, rotate, authorized } as const
+    /** The subscription, for its owner only, for a read (GET of deliveries, logs, dead letters): verified, not consumed. */
+    const readable = (id: string, auth: WalletAuthHeaders) =>
+      Effect.gen(function* () {
+        const found = yield* repo.find(id)
+        if (Option.isNone(found)) return yield* notFound(id)
+        yield* owner(found.value.agentId, auth)
+        return found.value
+      }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+    return { create, list, update, remove, rotate, authorized, readable } as const
   }),
   dependencies: [WebhooksRepo.Default, WebhookSecrets.Default, Agents.Default, UrlGuard.Default]
 }) {}

@@ -1,10 +1,20 @@
-// The headers of a webhook POST: the spec's (X-Webhook-Signature: sha256=<hex HMAC of the body>) and Standard Webhooks'
-// (webhook-id, webhook-timestamp, webhook-signature: v1,<base64 HMAC of "id.timestamp.body">), from one whsec_ secret;
-// and those of an execution's callback post, keyed from the client's payment header.
+// The headers of a webhook POST, both from the one whsec_ secret: the spec's (X-Webhook-Signature: sha256=<hex HMAC of
+// the body>, keyed with the secret exactly as it was returned) and Standard Webhooks' (webhook-id, webhook-timestamp,
+// webhook-signature: v1,<base64 HMAC of "id.timestamp.body">, keyed with the bytes the base64 after whsec_ decodes to,
+// as that standard defines); and those of an execution's callback post, keyed from the client's payment header.
 import { createHmac } from "node:crypto"
 
-/** The key bytes of a `whsec_` secret (Standard Webhooks: base64 after the prefix). */
-export const secretKey = (secret: string) => Buffer.from(secret.replace(/^whsec_/, ""), "base64")
+/** Standard Webhooks' key: the bytes of the base64 after `whsec_` (what `standardwebhooks` and `svix` use). */
+export const standardKey = (secret: string) => Buffer.from(secret.replace(/^whsec_/, ""), "base64")
+
+/**
+ * The spec's key: "the subscription secret", the string as it was returned (`whsec_` included, UTF-8), so the receiver
+ * the spec describes (`createHmac("sha256", secret)`) verifies without knowing the Standard Webhooks encoding.
+ */
+export const specKey = (secret: string) => Buffer.from(secret, "utf8")
+
+/** `sha256=` + lowercase hex HMAC-SHA256 of the raw body (the spec's X-Webhook-Signature). */
+const specSignature = (key: Buffer | string, body: string) => `sha256=${createHmac("sha256", key).update(body).digest("hex")}`
 
 export const deliveryHeaders = (input: {
   readonly secret: string
@@ -15,19 +25,18 @@ export const deliveryHeaders = (input: {
   readonly body: string
   readonly at: number
 }): Record<string, string> => {
-  const key = secretKey(input.secret)
   const timestamp = String(Math.floor(input.at / 1000))
   return {
     "content-type": "application/json",
     "user-agent": "service-webhooks/1.0",
-    "x-webhook-signature": `sha256=${createHmac("sha256", key).update(input.body).digest("hex")}`,
+    "x-webhook-signature": specSignature(specKey(input.secret), input.body),
     "x-webhook-id": input.subscriptionId,
     "x-webhook-event": input.eventType,
     "x-webhook-delivery-id": input.deliveryId,
     "x-webhook-attempt": String(input.attempt),
     "webhook-id": input.deliveryId,
     "webhook-timestamp": timestamp,
-    "webhook-signature": `v1,${createHmac("sha256", key).update(`${input.deliveryId}.${timestamp}.${input.body}`).digest("base64")}`
+    "webhook-signature": `v1,${createHmac("sha256", standardKey(input.secret)).update(`${input.deliveryId}.${timestamp}.${input.body}`).digest("base64")}`
   }
 }
 
@@ -54,4 +63,4 @@ export const callbackHeaders = (input: {
 })
 
 /** `sha256=` + hex HMAC-SHA256 of the raw body with the callback key (the hex SHA-256 of the X-PAYMENT header). */
-export const callbackSignature = (key: string, body: string) => `sha256=${createHmac("sha256", key).update(body).digest("hex")}`
+export const callbackSignature = (key: string, body: string) => specSignature(key, body)

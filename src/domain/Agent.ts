@@ -1,5 +1,6 @@
 // The Agent and Capability resources: request schemas with every limit of spec section 8, and the response shape.
 import { Schema } from "effect"
+import { HealthBand } from "./Health.js"
 import { AgentId, Wallet } from "./Ids.js"
 import { MAX_BASE_PRICE, MIN_BASE_PRICE, Usdc } from "./Money.js"
 
@@ -169,6 +170,7 @@ export const AgentResource = Schema.Struct({
   status_reason: Schema.NullOr(Schema.String),
   reputation_score: Schema.Number,
   health_score: Schema.Number,
+  health_band: HealthBand,
   health_updated_at: Schema.String,
   circuitState: CircuitState,
   trustTier: TrustTier,

@@ -2,6 +2,7 @@
 // of /discover, /discover/search and /discover/recommend, as spec section 4 lists them.
 import { Schema } from "effect"
 import { Tag } from "./Agent.js"
+import { HealthBand } from "./Health.js"
 import { Usdc } from "./Money.js"
 
 export const DISCOVER_DEFAULT_LIMIT = 10
@@ -92,6 +93,7 @@ export const DiscoveredAgent = Schema.Struct({
   capabilities: Schema.Array(CapabilitySummary),
   tags: Schema.Array(Schema.String),
   health_score: Schema.Number,
+  health_band: HealthBand,
   reputation_score: Schema.Number,
   trustTier: Schema.Literal("new", "trusted", "premium"),
   settlementType: Schema.Literal("instant", "delayed"),
@@ -116,6 +118,7 @@ export const SearchedAgent = Schema.Struct({
   composite_score: Schema.Number,
   capabilities: Schema.Array(CapabilitySummary),
   health_score: Schema.Number,
+  health_band: HealthBand,
   reputation_score: Schema.Number
 }).annotations({ identifier: "SearchedAgent" })
 export type SearchedAgent = typeof SearchedAgent.Type

@@ -17,7 +17,7 @@ export const ErrorCodes = {
   AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old (a withdrawal authorization: its deadline has passed)." },
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet (a withdrawal authorization: to the agent's registered wallet, for exactly the agent, amount, destination, nonce and deadline sent)." },
-  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used: every request needs its own signed timestamp (a withdrawal authorization: its own nonce)." },
+  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used for a change: every state-changing request needs its own signed timestamp (reads reuse one for its 5 minutes; a withdrawal authorization: its own nonce)." },
   WALLET_PROOF_INVALID: { status: 401, meaning: "A registration's walletProof is malformed or is not the agent wallet's EIP-712 signature over this registration body (docs/clients.md); nothing was charged." },
   WALLET_PROOF_EXPIRED: { status: 401, meaning: "A registration's walletProof.issuedAt is more than 5 minutes old or more than 30 seconds ahead; sign again. Nothing was charged." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },

@@ -29,7 +29,7 @@ import { PaymentHeaderFields } from "./PaymentHeaders.js"
 
 const AgentPath = Schema.Struct({ agentId: AgentId })
 const OWNER_ONLY =
-  "Private earnings: needs the agent's wallet signature (X-Agent-Wallet and X-Agent-Signature, spec section 5 format, single-use), not only the wallet address."
+  "Private earnings: needs the agent's wallet signature (X-Agent-Wallet and X-Agent-Signature, spec section 5 format, reusable within its 5 minutes: a read), not only the wallet address."
 
 const agentAnalytics = <const Name extends string>(name: Name, path: `/${string}`) =>
   HttpApiEndpoint.get(name, path)

@@ -1,10 +1,11 @@
 // Handlers of /api/v1/execute: map outcomes to 200/202 and failed executions to 502/504, and turn what the service
 // returns (the payment used, its settlement, rate-limit windows) into the execution headers.
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Option, Ref } from "effect"
 import { presentedFromHeaders, proofsFromHeaders } from "../../layers/x402/credential.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
+import type { Remaining } from "../../services/executions/RateLimits.js"
 import { Paywall } from "../../services/payments/Paywall.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
 import type { Accepted, ExecutionView } from "../domain/Execution.js"
@@ -50,12 +51,6 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
   setResponseHeaders({
     "X-PAYMENT-USED": payment.header,
     "X-Client-Id": clientId,
-    ...(payment.rateLimit === null
-      ? {}
-      : {
-        "X-RateLimit-Agent-Remaining": String(payment.rateLimit.agentRemaining),
-        "X-RateLimit-Client-Remaining": String(payment.rateLimit.clientRemaining)
-      }),
     ...(payment.settlementTxHash === null
       ? {}
       : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }))
@@ -67,6 +62,17 @@ const readHandleHeader = (view: ExecutionView) => {
   return chain?.readHandle === undefined ? Effect.void : setResponseHeaders({ "X-PAYMENT-USED": chain.readHandle })
 }
 
+/**
+ * X-RateLimit-* on every answer given after the windows were counted (paid or chained, success, failure or refusal such
+ * as RATE_LIMITED or BUDGET_EXCEEDED); none when the request was refused before (validation, a missing payment, a bad token).
+ */
+const limitHeaders = (limits: Ref.Ref<Option.Option<Remaining>>) =>
+  Effect.flatMap(Ref.get(limits), Option.match({
+    onNone: () => Effect.void,
+    onSome: (r) =>
+      setResponseHeaders({ "X-RateLimit-Agent-Remaining": String(r.agentRemaining), "X-RateLimit-Client-Remaining": String(r.clientRemaining) })
+  }))
+
 export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handlers) =>
   Effect.gen(function* () {
     const executions = yield* Executions
@@ -74,11 +80,12 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
     const paywall = yield* Paywall
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
-        executions.execute(payload, {
+        Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => executions.execute(payload, {
           payment: presentedFromHeaders(headers),
           async: urlParams.async === "true",
           chainBudget: headers["x-chain-budget"],
-          chainToken: headers["x-chain-token"]
+          chainToken: headers["x-chain-token"],
+          limits
         }).pipe(
           Effect.tap((outcome) =>
             outcome.payment !== null
@@ -103,8 +110,9 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
               : settle(outcome.view)
           ),
           Effect.tapError(retryAfter),
-          Effect.tapError(challengeHeaders(paywall, { paymentIdentifier: true }))
-        ))
+          Effect.tapError(challengeHeaders(paywall, { paymentIdentifier: true })),
+          Effect.ensuring(limitHeaders(limits))
+        )))
       .handle("status", ({ headers, path }) =>
         Effect.gen(function* () {
           const proofs = proofsFromHeaders(headers)

@@ -21,7 +21,7 @@ export const Balance = Schema.Struct({
 export const Transaction = Schema.Struct({
   id: Schema.String,
   request_id: Schema.String,
-  requesting_agent: Schema.Null,
+  requesting_agent: Schema.NullOr(Schema.String).annotations({ description: "The agent that hired the provider inside a chain; null when a client paid" }),
   payer: Schema.String,
   providing_agent: Schema.String,
   capability_id: Schema.String,
@@ -47,7 +47,7 @@ export const Transaction = Schema.Struct({
 /** The list view of a Transaction (spec section 2: no single-view-only fields). */
 export const TransactionListItem = Schema.Struct({
   id: Schema.String,
-  requesting_agent: Schema.Null,
+  requesting_agent: Schema.NullOr(Schema.String).annotations({ description: "The agent that hired the provider inside a chain; null when a client paid" }),
   providing_agent: Schema.String,
   capability_id: Schema.String,
   amount: Schema.String,

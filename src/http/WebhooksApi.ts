@@ -1,4 +1,5 @@
-// /api/v1/webhooks: an agent's subscriptions (its owner's wallet signature on every call).
+// /api/v1/webhooks: an agent's subscriptions (its owner's wallet signature on every call: single-use on POST, PATCH and
+// DELETE, reusable within its 5 minutes on GET).
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ConflictResponse, ForbiddenResponse, UnauthorizedResponse } from "../domain/Errors.js"

@@ -13,6 +13,7 @@ import { Discovery } from "../../services/discovery/Discovery.js"
 import { Capability } from "../domain/Agent.js"
 import { DISCOVER_MAX_LIMIT, DISCOVER_MAX_OFFSET } from "../domain/Discovery.js"
 import { ErrorCodes } from "../domain/Errors.js"
+import { healthBandOf } from "../domain/Health.js"
 import { AgentId } from "../domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc } from "../domain/Money.js"
 
@@ -87,7 +88,7 @@ export class McpResources extends Effect.Service<McpResources>()("mcp/McpResourc
         const found = agent.capabilities.find((c) => c.id === capabilityId)
         if (agent.status !== "active" || found === undefined) return yield* Effect.fail(notFound(uri))
         const text = JSON.stringify({
-          agent: { id: agent.id, name: agent.name, reputation_score: agent.reputationScore, health_score: agent.healthScore, trustTier: agent.trustTier },
+          agent: { id: agent.id, name: agent.name, reputation_score: agent.reputationScore, health_score: agent.healthScore, health_band: healthBandOf(agent.healthScore), trustTier: agent.trustTier },
           capability: encodeCapability(found),
           cost: {
             agentFee: formatUsdc(found.pricing.basePrice),

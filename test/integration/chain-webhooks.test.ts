@@ -29,7 +29,7 @@ const subscribe = (owner: PrivateKeyAccount, agentId: string, events: ReadonlyAr
 const deliverAll = Effect.flatMap(Dispatcher, (d) => Effect.zipRight(d.dispatchDue, d.sendDue))
 
 const signedBy = (secret: string, r: Received) =>
-  r.headers["x-webhook-signature"] === `sha256=${createHmac("sha256", Buffer.from(secret.replace(/^whsec_/, ""), "base64")).update(r.body).digest("hex")}`
+  r.headers["x-webhook-signature"] === `sha256=${createHmac("sha256", secret).update(r.body).digest("hex")}`
 
 /** The one post the receiver got: its event, checked signature and data. */
 const onlyPost = (hook: { readonly received: ReadonlyArray<Received> }, secret: string) => {

@@ -49,7 +49,7 @@ layer(Seeded, { excludeTestServices: true })("discovery", (it) => {
       const reputations = found.map((a: { reputation_score: number }) => a.reputation_score)
       expect(reputations).toEqual([...reputations].sort((x, y) => y - x))
       expect(Object.keys(found[0]).sort()).toEqual(
-        ["capabilities", "description", "health_score", "id", "name", "reputation_score", "settlementDelay", "settlementType", "tags", "trustTier"]
+        ["capabilities", "description", "health_band", "health_score", "id", "name", "reputation_score", "settlementDelay", "settlementType", "tags", "trustTier"]
       )
       expect(Object.keys(found[0].capabilities[0]).sort()).toEqual(["id", "name", "pricing"])
       expect(found[0].capabilities[0].pricing).toMatchObject({ model: expect.any(String), basePrice: expect.stringMatching(/^\d+\.\d{6}$/), currency: "USDC" })
@@ -114,6 +114,28 @@ layer(Seeded, { excludeTestServices: true })("discovery", (it) => {
       // minHealth=0 brings back the sick translator that the default hides.
       expect(yield* allPages({ q: "translate", minHealth: "0" })).toContain("tr-sick")
       expect(translators).not.toContain("tr-sick")
+    }))
+
+  it.effect("health_band beside health_score in /discover, /discover/search and the agent: the spec's bands (0.8, 0.5, 0.2)", () =>
+    Effect.gen(function* () {
+      // The spec: at least 0.8 excellent; 0.5-0.79 good; 0.2-0.49 degraded; below 0.2 poor.
+      const band = (h: number) => (h >= 0.8 ? "excellent" : h >= 0.5 ? "good" : h >= 0.2 ? "degraded" : "poor")
+      const seen = new Map<string, string>()
+      for (let offset = 0; ; offset += 50) {
+        const page = (yield* get("/api/v1/discover", { minHealth: "0", limit: "50", offset: String(offset) })).body.data
+        for (const a of page.agents) seen.set(a.id, a.health_band)
+        expect(page.agents.map((a: { health_band: string }) => a.health_band)).toEqual(page.agents.map((a: { health_score: number }) => band(a.health_score)))
+        if (!page.pagination.hasMore) break
+      }
+      expect(new Set(seen.values())).toEqual(new Set(["excellent", "good", "degraded", "poor"]))
+      // The fixture's boundary agents: 0.8 is excellent, 0.2 degraded.
+      for (const [health, expected] of [[0.8, "excellent"], [0.2, "degraded"]] as const) {
+        const i = agents.findIndex((a) => a.health === health && a.status === "active")
+        expect(seen.get(fixtureId(i))).toBe(expected)
+        expect((yield* get(`/api/v1/agents/${fixtureId(i)}`)).body.data).toMatchObject({ health_score: health, health_band: expected })
+      }
+      const searched = (yield* get("/api/v1/discover/search", { query: "weather forecast", limit: "20" })).body.data.agents
+      for (const a of searched) expect(a.health_band).toBe(band(a.health_score))
     }))
 
   it.effect("inactive and suspended agents never appear, whatever the filters", () =>
@@ -276,7 +298,7 @@ layer(Seeded, { excludeTestServices: true })("discovery", (it) => {
       const found: ReadonlyArray<{ id: string; composite_score: number }> = response.body.data.agents
       expect(keyOf.get(found[0]!.id)).toBe("wx-agri")
       expect(found.map((a) => a.composite_score)).toEqual([...found.map((a) => a.composite_score)].sort((a, b) => b - a))
-      expect(Object.keys(found[0]!).sort()).toEqual(["capabilities", "composite_score", "description", "health_score", "id", "name", "reputation_score"])
+      expect(Object.keys(found[0]!).sort()).toEqual(["capabilities", "composite_score", "description", "health_band", "health_score", "id", "name", "reputation_score"])
       for (const a of found) expect(a.composite_score).toBeGreaterThan(0)
       const strict = yield* get("/api/v1/discover/search", { query: "weather forecast for my farm", minScore: "0.5", limit: "50" })
       expect(strict.body.data.agents.length).toBeGreaterThan(0)

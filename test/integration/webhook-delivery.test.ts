@@ -57,14 +57,17 @@ const api = (path: string, init: { method?: string; json?: unknown; headers?: Re
     Effect.promise(() =>
       call(`${baseUrl}${path}`, { method: init.method ?? (init.json === undefined ? "GET" : "POST"), ...(init.json === undefined ? {} : { json: init.json }), headers: init.headers ?? {} })))
 
-/** What a receiver does with the secret: both signatures checked with constant-time comparisons. */
+/**
+ * What a receiver does with the secret: both signatures checked with constant-time comparisons. The spec's header is
+ * keyed with the secret as returned; Standard Webhooks' with the bytes of the base64 after whsec_.
+ */
 const verify = (secret: string, r: Received) => {
-  const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64")
   const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
-  const spec = `sha256=${createHmac("sha256", key).update(r.body).digest("hex")}`
+  const spec = `sha256=${createHmac("sha256", secret).update(r.body).digest("hex")}`
   const id = String(r.headers["webhook-id"])
   const ts = String(r.headers["webhook-timestamp"])
-  const standard = `v1,${createHmac("sha256", key).update(`${id}.${ts}.${r.body}`).digest("base64")}`
+  const standardKey = Buffer.from(secret.replace(/^whsec_/, ""), "base64")
+  const standard = `v1,${createHmac("sha256", standardKey).update(`${id}.${ts}.${r.body}`).digest("base64")}`
   return same(String(r.headers["x-webhook-signature"]), spec) && same(String(r.headers["webhook-signature"]), standard)
 }
 

@@ -1,4 +1,4 @@
-// Webhook subscriptions: managed with the owner's single-use wallet signature, HTTPS (or loopback http when private URLs
+// Webhook subscriptions: managed with the owner's wallet signature (single-use for changes), HTTPS (or loopback http when private URLs
 // are allowed), known events only, at most 5 per agent; the secret is shown once and stored encrypted.
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"

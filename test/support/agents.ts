@@ -42,13 +42,20 @@ export interface ChainedResult {
   readonly paymentUsed?: string | null
 }
 
-const callMarketplace = async (baseUrl: string, token: string, body: unknown): Promise<ChainedResult> => {
+/** The marketplace's answer to one sub-call with its response headers (lower-case names), kept beside the output. */
+export interface ChainedAnswer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+}
+
+const callMarketplace = async (baseUrl: string, token: string, body: unknown, answers: Array<ChainedAnswer>): Promise<ChainedResult> => {
   try {
     const response = await fetch(`${baseUrl}/api/v1/execute`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-chain-token": token },
       body: JSON.stringify(body)
     })
+    answers.push({ status: response.status, headers: Object.fromEntries(response.headers) })
     const text = await response.text()
     const paymentUsed = response.headers.get("x-payment-used")
     try {
@@ -80,6 +87,8 @@ export interface FakeAgent {
   readonly port: number
   /** Execution requests, in arrival order (health checks are not recorded here). */
   readonly calls: Array<ReceivedCall>
+  /** The marketplace's answers to this agent's sub-calls (call-back behaviour), in the order they came. */
+  readonly chainedAnswers: Array<ChainedAnswer>
   readonly healthChecks: () => number
   setBehaviour(b: Behaviour): void
   /** Status of GET /health (200 by default), optionally answered after `delayMs`. */
@@ -96,6 +105,7 @@ export const startFakeAgent = async (initial: Behaviour = "echo"): Promise<FakeA
   let health = { status: 200, delayMs: 0 }
   let healthChecks = 0
   const calls: Array<ReceivedCall> = []
+  const chainedAnswers: Array<ChainedAnswer> = []
   const timers = new Set<NodeJS.Timeout>()
   const waiters = new Set<() => void>()
   // fail-times counts per behaviour object, so setting a new one starts a new count.
@@ -187,7 +197,7 @@ export const startFakeAgent = async (initial: Behaviour = "echo"): Promise<FakeA
       case "call-back": {
         const received = req.headers["x-chain-token"]
         const token = typeof received === "string" ? received : ""
-        const send = (c: ChainedCall) => callMarketplace(b.baseUrl, c.token === undefined ? token : c.token(token), c.body)
+        const send = (c: ChainedCall) => callMarketplace(b.baseUrl, c.token === undefined ? token : c.token(token), c.body, chainedAnswers)
         const results = b.concurrent === true
           ? Promise.all(b.calls.map(send))
           : b.calls.reduce<Promise<Array<ChainedResult>>>(async (done, c) => [...(await done), await send(c)], Promise.resolve([]))
@@ -255,6 +265,7 @@ export const startFakeAgent = async (initial: Behaviour = "echo"): Promise<FakeA
     healthUrl: `http://127.0.0.1:${port}/health`,
     port,
     calls,
+    chainedAnswers,
     healthChecks: () => healthChecks,
     setBehaviour: (b) => {
       behaviour = b
