@@ -9,14 +9,11 @@ import { privateKeyToAccount } from "viem/accounts"
 import { randomBytes } from "node:crypto"
 import { type FakeAgent, startFakeAgent } from "../support/agents.js"
 import { devAccount, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
-import { registration } from "../support/fixtures.js"
-import { PROCESS_OPERATOR_TOKEN } from "../support/processes.js"
-import { echoCapability } from "../support/scenario.js"
 import { ensureBundle } from "../support/servers.js"
-import { type Cluster, readOnEach, seenByEach, startCluster, until } from "../support/twoProcesses.js"
+import { type Cluster, OPERATOR, readOnEach, registerThrough, seenByEach, startCluster, until } from "../support/twoProcesses.js"
 
 const PRICE = 11_000n // 0.01 basePrice + 0.001 platform fee
-const operator = { authorization: `Bearer ${PROCESS_OPERATOR_TOKEN}`, "x-operator": "two-process test" }
+const operator = OPERATOR
 
 let cluster: Cluster
 const agents: Array<FakeAgent> = []
@@ -37,18 +34,8 @@ const fake = async (behaviour: Parameters<typeof startFakeAgent>[0] = "echo") =>
   return agent
 }
 
-/** A paid registration through the cluster; `premium` pins the tier (earnings released at once). */
-const register = async (owner: PrivateKeyAccount, url: string, options: { premium?: boolean; basePrice?: string } = {}) => {
-  const capability = echoCapability(options.basePrice === undefined ? {} : { pricing: { model: "per-request", basePrice: options.basePrice, currency: "USDC" } })
-  const created = await cluster.paid(owner, "/api/v1/agents", { json: registration(owner, { capabilities: [capability], endpoints: { execution: url } }) })
-  expect(created.status, JSON.stringify(created.body)).toBe(201)
-  const id = String(created.body.data.id)
-  if (options.premium === true) {
-    const pinned = await cluster.call(`/api/v1/operator/agents/${id}/trust-tier`, { json: { tier: "premium", reason: "test" }, headers: operator })
-    expect(pinned.status).toBe(200)
-  }
-  return id
-}
+const register = (owner: PrivateKeyAccount, url: string, options: { premium?: boolean; basePrice?: string } = {}) =>
+  registerThrough(cluster, owner, url, options)
 
 const execute = (payer: PrivateKeyAccount, agentId: string, text = "hello") =>
   cluster.paid(payer, "/api/v1/execute", { json: { targetAgentId: agentId, capabilityId: "echo", input: { text } } })

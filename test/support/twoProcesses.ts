@@ -6,7 +6,9 @@ import { randomUUID } from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { call, type Envelope, paidCall } from "./clients.js"
-import { sharedSettings } from "./processes.js"
+import { registration } from "./fixtures.js"
+import { PROCESS_OPERATOR_TOKEN, sharedSettings } from "./processes.js"
+import { echoCapability } from "./scenario.js"
 import { type ServerProcess, serverProcess } from "./servers.js"
 
 /** How fresh every read must be through every process after a change (issue 25). */
@@ -64,6 +66,7 @@ export const startCluster = async (extra: Record<string, string> = {}): Promise<
       if (Date.now() > deadline) throw new Error(`the workers did not listen within 60 s:\n${server.output()}`)
       await sleep(50)
     }
+    let paidCalls = 0
     const fresh = (headers: Record<string, string> = {}) => ({ connection: "close", "x-request-id": `two-${randomUUID()}`, ...headers })
     const servedBy = async (requestId: string) => {
       const until = Date.now() + 5_000
@@ -87,8 +90,12 @@ export const startCluster = async (extra: Record<string, string> = {}): Promise<
           ...(init.json === undefined ? {} : { json: init.json }),
           headers: fresh(init.headers)
         }),
-      paid: (payer, path, init = {}) =>
-        paidCall(payer, `${server.baseUrl}${path}`, { ...(init.json === undefined ? {} : { json: init.json }), headers: fresh(init.headers) }),
+      paid: async (payer, path, init = {}) => {
+        // A paid call is two connections (the 402, then the paid retry): with connections handed out in turn, every paid
+        // retry would reach the same worker. Every other call, one more connection first moves it to the other worker.
+        if (paidCalls++ % 2 === 1) await call(`${server.baseUrl}/health`, { headers: fresh() })
+        return paidCall(payer, `${server.baseUrl}${path}`, { ...(init.json === undefined ? {} : { json: init.json }), headers: fresh(init.headers) })
+      },
       servedBy,
       stop
     }
@@ -96,6 +103,21 @@ export const startCluster = async (extra: Record<string, string> = {}): Promise<
     await stop()
     throw error
   }
+}
+
+export const OPERATOR = { authorization: `Bearer ${PROCESS_OPERATOR_TOKEN}`, "x-operator": "two-process test" }
+
+/** A paid registration of an echo agent at `url`; `premium` pins the tier (earnings released at once). */
+export const registerThrough = async (cluster: Cluster, owner: PrivateKeyAccount, url: string, options: { premium?: boolean; basePrice?: string } = {}) => {
+  const capability = echoCapability(options.basePrice === undefined ? {} : { pricing: { model: "per-request", basePrice: options.basePrice, currency: "USDC" } })
+  const created = await cluster.paid(owner, "/api/v1/agents", { json: registration(owner, { capabilities: [capability], endpoints: { execution: url } }) })
+  if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
+  const id = String(created.body.data.id)
+  if (options.premium === true) {
+    const pinned = await cluster.call(`/api/v1/operator/agents/${id}/trust-tier`, { json: { tier: "premium", reason: "test" }, headers: OPERATOR })
+    if (pinned.status !== 200) throw new Error(`pinning the tier failed: ${JSON.stringify(pinned.body)}`)
+  }
+  return id
 }
 
 /** An agent's standing rather than its whole profile, in failure messages. */
