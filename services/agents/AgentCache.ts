@@ -6,8 +6,9 @@
 // before S has been applied here (a connection receives notifications in commit order). A hit is served only when the
 // latest beat back was sent at most MAX_LAG_MS ago; otherwise (a busy or lost listener) reads go to the database.
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Effect, Stream } from "effect"
+import { Clock, Duration, Effect, Option, Redacted, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
+import pg from "pg"
 import { AppConfig } from "../../layers/Config.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
 import { makeEntries } from "./cacheEntries.js"
@@ -22,7 +23,8 @@ const RELISTEN_AFTER_MS = 5_000
 
 export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
   scoped: Effect.gen(function* () {
-    const pg = yield* PgClient.PgClient
+    const sql = yield* PgClient.PgClient
+    const url = Option.fromNullable(sql.config.url).pipe(Option.map(Redacted.value), Option.getOrElse(() => ""))
     const { agentCacheTtlMs } = yield* AppConfig
     const entries = makeEntries<AgentRecord>(MAX_ENTRIES)
     const beatPrefix = `beat:${randomUUID()}:`
@@ -36,32 +38,48 @@ export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
       if (payload.startsWith(beatPrefix)) beatSentAt = Math.max(beatSentAt, Number(payload.slice(beatPrefix.length)))
     }
 
-    const beat = Effect.suspend(() => pg`SELECT pg_notify(${CHANNEL}, ${beatPrefix + String(Date.now())})`).pipe(Effect.ignore)
+    const beat = Effect.suspend(() => sql`SELECT pg_notify(${CHANNEL}, ${beatPrefix + String(Date.now())})`).pipe(Effect.ignore)
 
-    /** One listening session; it ends when no beat came back for RELISTEN_AFTER_MS (then the next one starts). */
+    /**
+     * One listening session on a connection of its own (so that a broken one is replaced, whoever else listens): it
+     * ends when no beat came back for RELISTEN_AFTER_MS, and the next one starts on a new connection.
+     */
     const session = Effect.gen(function* () {
       beatSentAt = 0
       entries.clear() // notifications may have been missed before this session listened
-      const startedAt = Date.now()
-      yield* pg.listen(CHANNEL).pipe(
-        Stream.runForEach((payload) => Effect.sync(() => onPayload(payload))),
-        Effect.tapErrorCause((cause) => Effect.logWarning("agent cache: LISTEN failed; reads go to the database", cause)),
-        Effect.forkScoped
+      yield* Effect.acquireRelease(
+        Effect.tryPromise(async () => {
+          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 })
+          client.on("error", () => {}) // a broken connection shows as beats that do not come back
+          client.on("notification", (message) => {
+            if (message.channel === CHANNEL && message.payload !== undefined) onPayload(message.payload)
+          })
+          try {
+            await client.connect()
+            await client.query(`LISTEN ${CHANNEL}`)
+            return client
+          } catch (error) {
+            await client.end().catch(() => undefined)
+            throw error
+          }
+        }),
+        (client) => Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption(1_000))
       )
+      const startedAt = Date.now()
       while (Date.now() - Math.max(beatSentAt, startedAt) <= RELISTEN_AFTER_MS) {
         yield* beat
         yield* Effect.sleep(BEAT_MS)
       }
-      yield* Effect.logWarning(`agent cache: no heartbeat back for ${RELISTEN_AFTER_MS} ms; listening again (reads go to the database meanwhile)`)
+      yield* Effect.logWarning(`agent cache: no heartbeat back for ${RELISTEN_AFTER_MS} ms; listening again on a new connection (reads go to the database meanwhile)`)
     }).pipe(Effect.scoped)
 
     yield* session.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("agent cache: listening session failed", cause)),
+      Effect.catchAllCause((cause) => Effect.logWarning("agent cache: cannot listen; reads go to the database", cause)),
       Effect.ensuring(Effect.sync(() => {
         beatSentAt = 0
         entries.clear()
       })),
-      Effect.forever,
+      Effect.repeat(Schedule.spaced(Duration.seconds(1))),
       // Real time, also under a TestClock: the heartbeat measures the database's and this process's real delays.
       Effect.withClock(Clock.make()),
       Effect.forkScoped

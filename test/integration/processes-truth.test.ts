@@ -163,6 +163,23 @@ describe("WEB_CONCURRENCY=2: every process sees the same truth (issue 25)", () =
     expect(cached.last.size).toBe(2)
   })
 
+  it("a lost listening connection: the workers' caches read from the database meanwhile (never stale), then listen again and serve hits", async () => {
+    const agentId = await register(devAccount(2), (await fake()).url)
+    const agentPath = `/api/v1/agents/${agentId}`
+    await readOnEach(cluster, agentPath)
+    // Every listening connection of both workers (the agent cache's and the webhook dispatcher's) is cut.
+    const cut = await cluster.query<{ pid: number }>(
+      "SELECT pg_terminate_backend(pid), pid FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND datname = current_database()")
+    expect(cut.length).toBeGreaterThanOrEqual(2)
+    // Written while nobody listens: its notification reaches no one.
+    await cluster.query("UPDATE agents SET reputation_score = 12 WHERE id = $1", [agentId])
+    await seenByEach(cluster, agentPath, reputationIs(12))
+    const back = await seenByEach(cluster, agentPath, (a) => a.body.meta?.cacheSource === "memory", 15_000)
+    for (const answer of back.last.values()) expect(answer.body.data.reputation_score).toBe(12)
+    const listening = await cluster.query("SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN agent_cache_invalidate' AND datname = current_database()")
+    expect(listening).toHaveLength(2)
+  })
+
   it("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", async () => {
     const books = async () => {
       const [row] = await cluster.query<{ total: string }>("SELECT COALESCE(SUM(amount), 0)::text AS total FROM ledger_entries WHERE account_id = 'treasury'")
