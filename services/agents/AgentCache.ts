@@ -17,7 +17,7 @@ const CHANNEL = "agent_cache_invalidate"
 const MAX_ENTRIES = 10_000
 /** Heartbeat period, and the largest lag (age of the latest beat back) at which the cache still serves hits. */
 export const BEAT_MS = 200
-export const MAX_LAG_MS = 750
+export const MAX_LAG_MS = 500
 /** No beat back for this long: the listening connection is presumed lost and LISTEN starts again. */
 const RELISTEN_AFTER_MS = 5_000
 

@@ -150,8 +150,9 @@ export const seenByEach = async (cluster: Cluster, path: string, check: (answer:
   }
 }
 
-/** Reads `path` until each worker has answered it once (so each has it cached, where reads are cached). */
-export const readOnEach = (cluster: Cluster, path: string) => seenByEach(cluster, path, (a) => a.status === 200, 10_000)
+/** Reads an agent until each worker answers it from its cache (so that a stale cache would show after a change). */
+export const readOnEach = (cluster: Cluster, path: string) =>
+  seenByEach(cluster, path, (a) => a.status === 200 && a.body.meta?.cacheSource === "memory", 10_000)
 
 /** Polls `read` in real time until `done`, for up to `ms` (waits for workers that run on their own clocks). */
 export const until = async <A>(read: () => Promise<A>, done: (a: A) => boolean, ms: number, what: string) => {
