@@ -155,8 +155,9 @@ describe("WEB_CONCURRENCY=2: every process sees the same truth (issue 25)", () =
     const agentId = await register(devAccount(9), (await fake()).url)
     const agentPath = `/api/v1/agents/${agentId}`
     await readOnEach(cluster, agentPath)
-    await cluster.query("UPDATE agents SET health_score = 0.25, reputation_score = 77 WHERE id = $1", [agentId])
-    await seenByEach(cluster, agentPath, (a) => reputationIs(77)(a) && a.body.data?.health_score === 0.25)
+    await cluster.query("UPDATE agents SET health_score = 0.25, reputation_score = 77, trust_tier = 'trusted', status = 'inactive' WHERE id = $1", [agentId])
+    await seenByEach(cluster, agentPath, (a) =>
+      reputationIs(77)(a) && a.body.data?.health_score === 0.25 && a.body.data?.trustTier === "trusted" && a.body.data?.status === "inactive")
     // The health prober's lease alone is not a change anyone reads: it notifies nothing, the cache keeps serving.
     await cluster.query("UPDATE agents SET health_checked_at = now() WHERE id = $1", [agentId])
     const cached = await seenByEach(cluster, agentPath, (a) => a.body.meta?.cacheSource === "memory", 5_000)
