@@ -1,6 +1,6 @@
 // Read cache for agents: per process, TTL-bounded, and never more than MAX_LAG_MS behind a committed change anywhere.
 // Every committed change to an agent row notifies every process from its own transaction (a trigger, migrations/
-// 0025_agent_cache_notify.sql), whoever made it (requests, the reputation fold worker, machines, probes, operators);
+// 0026_agent_cache_notify.sql), whoever made it (requests, the reputation fold worker, machines, probes, operators);
 // the listener here drops the entry. The cache serves only while its listener is proven current: every BEAT_MS this
 // process sends a heartbeat on the same channel, and its beat sent at S coming back means every change committed
 // before S has been applied here (a connection receives notifications in commit order). A hit is served only when the

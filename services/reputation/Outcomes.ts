@@ -126,7 +126,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("reputation/Outcomes", 
 
     /**
      * This process's cache drops the changed agents at once; every process (this one too) also drops them when the
-     * fold's commit notifies them (migrations/0025_agent_cache_notify.sql).
+     * fold's commit notifies them (migrations/0026_agent_cache_notify.sql).
      */
     const patchCaches = (changes: ReadonlyArray<Change>) => Effect.forEach(changes, (c) => cache.invalidate(c.agentId), { discard: true })
 
