@@ -75,6 +75,7 @@ export const makeDbGauges = Effect.gen(function* () {
     new Gauge<L>({ name, help, labelNames, registers: [registry] })
 
   const up = gauge("marketplace_db_metrics_up", "1 when the database gauges below were read at this scrape (or within METRICS_DB_CACHE_MS), 0 when the database did not answer")
+  const age = gauge("marketplace_db_metrics_age_seconds", "How old the database gauges below are at this scrape: seconds since they were last read (reused for METRICS_DB_CACHE_MS, kept while the database does not answer)")
   const backlog = gauge("marketplace_settlement_backlog", `Accepted payments not settled yet, by settlement state (capped at ${COUNT_CAP})`, ["state"])
   const backlogAge = gauge("marketplace_settlement_backlog_oldest_seconds", "Age of the oldest payment not settled yet (0 when none)")
   const refunds = gauge("marketplace_refunds_pending", `Refunds not confirmed on chain yet, by state (capped at ${COUNT_CAP})`, ["state"])
@@ -106,6 +107,7 @@ export const makeDbGauges = Effect.gen(function* () {
 
   const lock = yield* Effect.makeSemaphore(1)
   let lastAt: number | undefined
+  let readAt: number | undefined
   /**
    * Reads the database unless a reading younger than the cache is in force (a failure is remembered as long: a database
    * that does not answer is not asked again at every scrape). After a failure the gauges keep their last values and
@@ -121,6 +123,7 @@ export const makeDbGauges = Effect.gen(function* () {
           apply(reading)
           up.set(1)
           lastAt = Date.now()
+          readAt = lastAt
         }),
         Effect.catchAllCause((cause) =>
           Effect.zipRight(
@@ -131,7 +134,7 @@ export const makeDbGauges = Effect.gen(function* () {
             Effect.logDebug("metrics: the database gauges could not be read", cause)
           ))
       )
-    })
+    }).pipe(Effect.ensuring(Effect.sync(() => readAt !== undefined && age.set((Date.now() - readAt) / 1_000))))
   )
 
   return { registry, refresh } as const

@@ -1,69 +1,109 @@
-// Read cache for agents: per process, TTL-bounded, invalidated locally at once and across processes by LISTEN/NOTIFY.
+// Read cache for agents: per process, TTL-bounded, and never more than MAX_LAG_MS behind a committed change anywhere.
+// Every committed change to an agent row notifies every process from its own transaction (a trigger, migrations/
+// 0026_agent_cache_notify.sql), whoever made it (requests, the reputation fold worker, machines, probes, operators);
+// the listener here drops the entry. The cache serves only while its listener is proven current: every BEAT_MS this
+// process sends a heartbeat on the same channel, and its beat sent at S coming back means every change committed
+// before S has been applied here (a connection receives notifications in commit order). A hit is served only when the
+// latest beat back was sent at most MAX_LAG_MS ago; otherwise (a busy or lost listener) reads go to the database.
 import { PgClient } from "@effect/sql-pg"
-import { Clock, Duration, Effect, Schedule, Stream } from "effect"
+import { Clock, Duration, Effect, Option, Redacted, Schedule } from "effect"
+import { randomUUID } from "node:crypto"
+import pg from "pg"
 import { AppConfig } from "../../layers/Config.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
+import { makeEntries } from "./cacheEntries.js"
 
 const CHANNEL = "agent_cache_invalidate"
 const MAX_ENTRIES = 10_000
+/** Heartbeat period, and the largest lag (age of the latest beat back) at which the cache still serves hits. */
+export const BEAT_MS = 200
+export const MAX_LAG_MS = 500
+/** No beat back for this long: the listening connection is presumed lost and LISTEN starts again. */
+const RELISTEN_AFTER_MS = 5_000
 
 export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
   scoped: Effect.gen(function* () {
-    const pg = yield* PgClient.PgClient
+    const sql = yield* PgClient.PgClient
+    const url = Option.fromNullable(sql.config.url).pipe(Option.map(Redacted.value), Option.getOrElse(() => ""))
     const { agentCacheTtlMs } = yield* AppConfig
-    const entries = new Map<string, { readonly value: AgentRecord; readonly expiresAt: number }>()
+    const entries = makeEntries<AgentRecord>(MAX_ENTRIES)
+    const beatPrefix = `beat:${randomUUID()}:`
+    // Wall-clock send time of the latest own beat that came back on the current listening session (0: none yet).
+    let beatSentAt = 0
 
-    const drop = (id: string) => void entries.delete(id)
+    const current = () => Date.now() - beatSentAt <= MAX_LAG_MS
 
-    // Other processes' changes: a notification per changed agent id.
-    yield* pg.listen(CHANNEL).pipe(
-      Stream.runForEach((id) => Effect.sync(() => drop(id))),
-      Effect.tapErrorCause(() => Effect.sync(() => entries.clear())),
-      Effect.retry(Schedule.spaced(Duration.seconds(1))),
+    const onPayload = (payload: string) => {
+      if (!payload.startsWith("beat:")) return entries.drop(payload)
+      if (payload.startsWith(beatPrefix)) beatSentAt = Math.max(beatSentAt, Number(payload.slice(beatPrefix.length)))
+    }
+
+    const beat = Effect.suspend(() => sql`SELECT pg_notify(${CHANNEL}, ${beatPrefix + String(Date.now())})`).pipe(Effect.ignore)
+
+    /**
+     * One listening session on a connection of its own (so that a broken one is replaced, whoever else listens): it
+     * ends when no beat came back for RELISTEN_AFTER_MS, and the next one starts on a new connection.
+     */
+    const session = Effect.gen(function* () {
+      beatSentAt = 0
+      entries.clear() // notifications may have been missed before this session listened
+      yield* Effect.acquireRelease(
+        Effect.tryPromise(async () => {
+          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 })
+          client.on("error", () => {}) // a broken connection shows as beats that do not come back
+          client.on("notification", (message) => {
+            if (message.channel === CHANNEL && message.payload !== undefined) onPayload(message.payload)
+          })
+          try {
+            await client.connect()
+            await client.query(`LISTEN ${CHANNEL}`)
+            return client
+          } catch (error) {
+            await client.end().catch(() => undefined)
+            throw error
+          }
+        }),
+        (client) => Effect.promise(() => client.end().catch(() => undefined)).pipe(Effect.timeoutOption(1_000))
+      )
+      const startedAt = Date.now()
+      while (Date.now() - Math.max(beatSentAt, startedAt) <= RELISTEN_AFTER_MS) {
+        yield* beat
+        yield* Effect.sleep(BEAT_MS)
+      }
+      yield* Effect.logWarning(`agent cache: no heartbeat back for ${RELISTEN_AFTER_MS} ms; listening again on a new connection (reads go to the database meanwhile)`)
+    }).pipe(Effect.scoped)
+
+    yield* session.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("agent cache: cannot listen; reads go to the database", cause)),
+      Effect.ensuring(Effect.sync(() => {
+        beatSentAt = 0
+        entries.clear()
+      })),
+      Effect.repeat(Schedule.spaced(Duration.seconds(1))),
+      // Real time, also under a TestClock: the heartbeat measures the database's and this process's real delays.
+      Effect.withClock(Clock.make()),
       Effect.forkScoped
     )
 
+    /** A hit, only while the listener is current (see above). */
     const get = (id: string) =>
-      Effect.map(Clock.currentTimeMillis, (now): AgentRecord | undefined => {
-        const hit = entries.get(id)
-        if (hit === undefined) return undefined
-        if (hit.expiresAt <= now) {
-          entries.delete(id)
-          return undefined
-        }
-        return hit.value
-      })
+      Effect.map(Clock.currentTimeMillis, (now): AgentRecord | undefined => (current() ? entries.get(id, now) : undefined))
 
-    const set = (id: string, value: AgentRecord) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        if (entries.size >= MAX_ENTRIES) {
-          const oldest = entries.keys().next()
-          if (!oldest.done) entries.delete(oldest.value)
-        }
-        entries.set(id, { value, expiresAt: now + agentCacheTtlMs })
-      })
+    /** The mark to take before reading an agent from the database, to `set` what was read. */
+    const mark = Effect.sync(() => entries.mark())
 
-    /** Drops the entry here and tells every other process to drop it. Call after the change committed. */
-    const invalidate = (id: string) =>
-      Effect.sync(() => drop(id)).pipe(
-        // PgClient.notify sends `NOTIFY ch, $1`, which PostgreSQL rejects; pg_notify takes parameters.
-        Effect.zipRight(pg`SELECT pg_notify(${CHANNEL}, ${id})`),
-        Effect.catchAll((error) => Effect.logWarning(`cache invalidation broadcast failed for ${id}; TTL bounds staleness`, error))
-      )
-
-    /** Local drop only (frequent counters like health and reputation; other processes converge within the TTL). */
-    const invalidateLocal = (id: string) => Effect.sync(() => drop(id))
+    /** Keeps an agent read from the database under `since` (unless a change to it arrived since then). */
+    const set = (id: string, value: AgentRecord, since: number) =>
+      Effect.map(Clock.currentTimeMillis, (now) => void entries.offer(id, value, since, now + agentCacheTtlMs))
 
     /**
-     * Applies a change that was just committed to the cached copy, if any (execution outcomes move reputation and
-     * health on every call: dropping the entry each time would make the hot path reload the agent every time).
+     * Drops the entry in this process at once (a read right after a change here sees it). Every process, this one
+     * included, also drops it when the change's notification arrives, so no caller needs to broadcast anything; calling
+     * this inside the changing transaction is fine too (a read in between reloads the old row, and the commit's
+     * notification drops it again).
      */
-    const patch = (id: string, change: (agent: AgentRecord) => AgentRecord) =>
-      Effect.sync(() => {
-        const hit = entries.get(id)
-        if (hit !== undefined) entries.set(id, { value: change(hit.value), expiresAt: hit.expiresAt })
-      })
+    const invalidate = (id: string) => Effect.sync(() => entries.drop(id))
 
-    return { get, set, invalidate, invalidateLocal, patch } as const
+    return { get, mark, set, invalidate } as const
   })
 }) {}

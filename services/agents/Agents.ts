@@ -107,9 +107,10 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
       Effect.gen(function* () {
         const cached = yield* cache.get(id)
         if (cached !== undefined) return { agent: cached, meta: { cached: true, cacheSource: "memory" as const } }
+        const since = yield* cache.mark
         const record = yield* loadRecord(id)
         if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
-        yield* cache.set(id, record.value)
+        yield* cache.set(id, record.value, since)
         return { agent: record.value, meta: { cached: false, cacheSource: "database" as const } }
       }).pipe(Effect.withSpan("Agents.get"))
 

@@ -62,7 +62,7 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
               executionId: row.executionId,
               createdAt: new Date(event.at)
             })}`
-            yield* cache.patch(row.agentId, (agent) => ({ ...agent, reputationScore: updated.after }))
+            yield* cache.invalidate(row.agentId)
           }),
         announceResolution: ({ resolution, reputationDelta }, { row, event }) =>
           Effect.gen(function* () {

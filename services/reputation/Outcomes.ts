@@ -59,7 +59,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("reputation/Outcomes", 
     /**
      * Claims the facts `which` selects (deleting them) and locks their agents (in id order), then writes each agent's
      * new standing and its reputation events, in the caller's transaction: a fact is folded exactly once, whatever
-     * process folds it. Returns what changed, for the caches (to patch once the transaction committed).
+     * process folds it. Returns what changed (its agents are dropped from this process's cache once it committed).
      */
     const claimAndFold = (which: Statement.Fragment) =>
       Effect.gen(function* () {
@@ -124,20 +124,11 @@ export class Outcomes extends Effect.Service<Outcomes>()("reputation/Outcomes", 
 
     type Change = Effect.Effect.Success<ReturnType<typeof claimAndFold>>[number]
 
-    /** The cached agents learn their new standing (here at once; other processes within the cache TTL or, for a new tier, by notification). */
-    const patchCaches = (changes: ReadonlyArray<Change>) =>
-      Effect.forEach(changes, (c) =>
-        Effect.zipRight(
-          cache.patch(c.agentId, (agent) => ({
-            ...agent,
-            reputationScore: c.standing.reputationScore,
-            healthScore: c.standing.healthScore,
-            healthUpdatedAt: c.healthUpdatedAt,
-            completedExecutions: c.standing.completedExecutions,
-            trustTier: c.trustTier
-          })),
-          c.tierChanged ? cache.invalidate(c.agentId) : Effect.void
-        ), { discard: true })
+    /**
+     * This process's cache drops the changed agents at once; every process (this one too) also drops them when the
+     * fold's commit notifies them (migrations/0026_agent_cache_notify.sql).
+     */
+    const patchCaches = (changes: ReadonlyArray<Change>) => Effect.forEach(changes, (c) => cache.invalidate(c.agentId), { discard: true })
 
     /** One pass of the worker: folds up to PASS_LIMIT waiting facts (skipping those another process is folding). */
     const foldPending: Effect.Effect<number, SqlError.SqlError> = Effect.gen(function* () {

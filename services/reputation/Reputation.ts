@@ -57,7 +57,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         const updated = yield* Effect.orDie(Schema.decodeUnknown(Updated)(rows[0]))
         const tier = earnedTier({ ...updated, reputationScore: updated.after }, now)
         if (tier !== updated.trustTier) yield* sql`UPDATE agents SET trust_tier = ${tier} WHERE id = ${agentId}`
-        yield* cache.patch(agentId, (agent) => ({ ...agent, reputationScore: updated.after, trustTier: tier }))
+        yield* cache.invalidate(agentId)
         return Option.some({ eventId, scoreDelta: updated.after - updated.before, score: updated.after })
       }).pipe(Effect.withSpan("Reputation.recordRating"))
 
@@ -67,7 +67,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         const now = yield* Clock.currentTimeMillis
         yield* sql`UPDATE agents SET health_score = ${HEALTH_ALPHA}::float8 * ${healthy ? 1 : 0}::float8 + ${1 - HEALTH_ALPHA}::float8 * health_score,
                    health_updated_at = ${new Date(now)} WHERE id = ${agentId}`
-        yield* cache.invalidateLocal(agentId)
+        yield* cache.invalidate(agentId)
       })
 
     return { recordRating, recordProbe } as const

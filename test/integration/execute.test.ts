@@ -69,7 +69,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "1500", EXECUTION_RETRY_WINDOW_SECONDS: "6
       yield* foldOutcomes
       const [scores] = yield* sql<{ reputationScore: number }>`SELECT reputation_score FROM agents WHERE id = ${agentId}`
       expect(scores?.reputationScore).toBe(51)
-      // The read cache follows the new score at once (the fold patches the cached agent).
+      // The read cache follows the new score at once (the fold drops the cached agent, here and, by notification, everywhere).
       const read = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
       expect(read.body.data).toMatchObject({ reputation_score: 51, health_score: 1 })
       const events = yield* sql<{ eventType: string; scoreDelta: number }>`SELECT event_type, score_delta FROM reputation_events WHERE agent_id = ${agentId}`

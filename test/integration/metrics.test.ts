@@ -145,6 +145,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excl
       expect(valueOf(queued, "marketplace_webhook_queue_overdue")).toBe(1)
       expect(valueOf(queued, "marketplace_webhook_dead_letters")).toBe(0)
       expect(valueOf(queued, "marketplace_db_metrics_up")).toBe(1)
+      // The gauges say how old they are (reused for METRICS_DB_CACHE_MS): read just now here.
+      expect(valueOf(queued, "marketplace_db_metrics_age_seconds")).toBeGreaterThanOrEqual(0)
+      expect(valueOf(queued, "marketplace_db_metrics_age_seconds")).toBeLessThan(5)
       for (const state of ["reserved", "retrying"]) expect(valueOf(queued, "marketplace_settlement_backlog", { state })).toBe(0)
       expect(valueOf(queued, "marketplace_settlement_backlog_oldest_seconds")).toBe(0)
       for (const state of ["pending", "submitted"]) expect(valueOf(queued, "marketplace_refunds_pending", { state })).toBe(0)

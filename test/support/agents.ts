@@ -32,6 +32,8 @@ export interface ChainedCall {
   readonly body: unknown
   /** The X-Chain-Token to send, from the one received (default: as received). */
   readonly token?: (received: string) => string
+  /** Extra request headers (e.g. `connection: close`, so that sub-calls spread over a cluster's workers). */
+  readonly headers?: Record<string, string>
 }
 
 /** What a call-back agent got back from the marketplace for one of its sub-calls. */
@@ -48,11 +50,11 @@ export interface ChainedAnswer {
   readonly headers: Readonly<Record<string, string>>
 }
 
-const callMarketplace = async (baseUrl: string, token: string, body: unknown, answers: Array<ChainedAnswer>): Promise<ChainedResult> => {
+const callMarketplace = async (baseUrl: string, token: string, body: unknown, answers: Array<ChainedAnswer>, headers: Record<string, string> = {}): Promise<ChainedResult> => {
   try {
     const response = await fetch(`${baseUrl}/api/v1/execute`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-chain-token": token },
+      headers: { ...headers, "content-type": "application/json", "x-chain-token": token },
       body: JSON.stringify(body)
     })
     answers.push({ status: response.status, headers: Object.fromEntries(response.headers) })
@@ -197,7 +199,7 @@ export const startFakeAgent = async (initial: Behaviour = "echo"): Promise<FakeA
       case "call-back": {
         const received = req.headers["x-chain-token"]
         const token = typeof received === "string" ? received : ""
-        const send = (c: ChainedCall) => callMarketplace(b.baseUrl, c.token === undefined ? token : c.token(token), c.body, chainedAnswers)
+        const send = (c: ChainedCall) => callMarketplace(b.baseUrl, c.token === undefined ? token : c.token(token), c.body, chainedAnswers, c.headers)
         const results = b.concurrent === true
           ? Promise.all(b.calls.map(send))
           : b.calls.reduce<Promise<Array<ChainedResult>>>(async (done, c) => [...(await done), await send(c)], Promise.resolve([]))
