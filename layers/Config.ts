@@ -119,7 +119,8 @@ export const appConfig = Effect.gen(function* () {
   if (chainMode === "rpc") {
     const missing = [
       Option.isNone(usdcAddress) ? "USDC_ADDRESS" : undefined,
-      Option.isNone(treasuryPrivateKey) && Option.isNone(facilitatorUrl) ? "TREASURY_PRIVATE_KEY (or FACILITATOR_URL)" : undefined,
+      // Also with FACILITATOR_URL: the facilitator takes payments in, only the treasury key pays anything out.
+      Option.isNone(treasuryPrivateKey) ? "TREASURY_PRIVATE_KEY" : undefined,
       Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined,
       Option.isNone(clientIdSecret) ? "CLIENT_ID_SECRET" : undefined,
       Option.isNone(webhookSecretKey) ? "WEBHOOK_SECRET_KEY" : undefined,

@@ -41,7 +41,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
             usdc: chain.usdc.address,
             treasury: chain.treasury
           },
-          settlement: Option.isSome(chain.signer) ? ("local" as const) : ("facilitator" as const),
+          settlement: chain.settlement,
           ...Option.match(last, {
             onNone: () => ({}),
             onSome: (l) => ({
