@@ -43,6 +43,7 @@ import { History } from "../services/ledger/History.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
 import { Outcomes, OutcomesFoldLive } from "../services/reputation/Outcomes.js"
+import { GasWatch, GasWatchLive } from "../services/treasury/GasWatch.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
@@ -73,6 +74,7 @@ const WorkersLive = Layer.unwrapEffect(
         TimersWorkerLive(),
         TreasuryWorkerLive,
         ReconciliationWorkerLive,
+        GasWatchLive,
         HealthProbesLive,
         OutcomesFoldLive,
         RateLimitPruneLive,
@@ -120,6 +122,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Refunds.Default,
         TreasuryWorker.Default,
         Reconciliation.Default,
+        GasWatch.Default,
         Circuits.Default,
         Reputation.Default,
         Outcomes.Default,
