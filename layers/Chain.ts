@@ -46,7 +46,13 @@ export interface ChainShape {
   /** Where payments go (x402 `payTo`). */
   readonly treasury: `0x${string}`
   readonly publicClient: PublicClient<Transport, ViemChain>
-  /** Present when we settle with our own key (devnet, or TREASURY_PRIVATE_KEY); absent with a facilitator. */
+  /**
+   * Who settles incoming payments: our treasury key ("local": treasury transactions, batched) or an x402 facilitator's
+   * `/settle` ("facilitator", FACILITATOR_URL). Payouts (refunds, withdrawals, dispute payouts, chain remainders) are
+   * always signed by the treasury key, in both modes.
+   */
+  readonly settlement: "local" | "facilitator"
+  /** The treasury key: it signs payouts always, and settlements when `settlement` is "local". */
   readonly signer: Option.Option<{ readonly account: Account; readonly walletClient: WalletClient<Transport, ViemChain, Account> }>
   /**
    * The SettlementBatcher that settles many payments in one transaction (contracts/SettlementBatcher.sol): the devnet's
@@ -69,6 +75,8 @@ export const connectChain = (options: {
   readonly usdcAddress: `0x${string}`
   readonly signerKey: Option.Option<`0x${string}`>
   readonly treasuryAddress: Option.Option<`0x${string}`>
+  /** Default "local". */
+  readonly settlement?: "local" | "facilitator"
   readonly devAccounts?: ChainShape["devAccounts"]
   readonly network?: string
   /** Default: the devnet's batcher in devnet mode (when deployed), none on an RPC. */
@@ -123,7 +131,9 @@ export const connectChain = (options: {
       onSome: (s) => s.account.address,
       onNone: () => Option.getOrThrow(options.treasuryAddress)
     })
-    const batcher = yield* batcherAt(publicClient, Option.isNone(signer) ? Option.none() : options.batcherAddress ?? (
+    const settlement = options.settlement ?? "local"
+    // A facilitator settles one payment per call: the batcher is only ours to use when our key settles.
+    const batcher = yield* batcherAt(publicClient, Option.isNone(signer) || settlement === "facilitator" ? Option.none() : options.batcherAddress ?? (
       options.mode === "devnet" ? Option.some(DEVNET_SETTLEMENT_BATCHER_ADDRESS) : Option.none()
     ), options.batcherAddress === undefined)
     return {
@@ -134,6 +144,7 @@ export const connectChain = (options: {
       usdc: { address: getAddress(options.usdcAddress), name, version },
       treasury: getAddress(treasury),
       publicClient,
+      settlement,
       signer,
       batcher,
       devAccounts: options.devAccounts ?? []
@@ -212,8 +223,17 @@ const rpc = Effect.gen(function* () {
       Config.map((s) => getAddress(s))
     )
   )
-  if (Option.isNone(key) && Option.isNone(treasuryAddress)) {
-    return yield* new ChainStartError({ message: "with FACILITATOR_URL and no TREASURY_PRIVATE_KEY, set TREASURY_ADDRESS (the payTo address)" })
+  if (Option.isNone(key)) {
+    // Config refuses this first; kept here so a Chain built from other settings cannot come up unable to pay out.
+    return yield* new ChainStartError({
+      message: "TREASURY_PRIVATE_KEY is required: without it nothing could pay refunds, withdrawals, dispute payouts or chain remainders"
+    })
+  }
+  const keyAddress = privateKeyToAccount(key.value).address
+  if (Option.isSome(treasuryAddress) && treasuryAddress.value !== keyAddress) {
+    return yield* new ChainStartError({
+      message: `TREASURY_ADDRESS ${treasuryAddress.value} is not the address of TREASURY_PRIVATE_KEY (${keyAddress}): payments must arrive where payouts are signed`
+    })
   }
   const network = yield* Config.option(Config.string("X402_NETWORK"))
   const batcherAddress = yield* Config.option(
@@ -226,8 +246,9 @@ const rpc = Effect.gen(function* () {
     mode: "rpc",
     rpcUrl,
     usdcAddress: Option.getOrThrow(config.usdcAddress),
-    signerKey: Option.isSome(config.facilitatorUrl) ? Option.none() : key,
-    treasuryAddress: Option.isSome(key) ? Option.some(privateKeyToAccount(key.value).address) : treasuryAddress,
+    signerKey: key,
+    treasuryAddress: Option.some(keyAddress),
+    settlement: Option.isSome(config.facilitatorUrl) ? "facilitator" : "local",
     batcherAddress,
     ...(Option.isSome(network) ? { network: network.value } : {})
   })

@@ -30,6 +30,8 @@ export interface AppConfigShape {
   readonly clientIdSecret: Option.Option<Redacted.Redacted<string>>
   /** AES-256-GCM key (64 hex) for webhook secrets at rest; devnet uses a public fixed value. */
   readonly webhookSecretKey: Option.Option<Redacted.Redacted<string>>
+  /** During a key rotation: the key secrets were stored under before (read only; `npm run webhooks:rekey` moves them). */
+  readonly webhookSecretKeyPrevious: Option.Option<Redacted.Redacted<string>>
   /** Key of the HMAC that signs chain tokens; devnet uses a public fixed value. */
   readonly chainTokenSecret: Option.Option<Redacted.Redacted<string>>
 }
@@ -90,13 +92,16 @@ export const appConfig = Effect.gen(function* () {
       )
     )
   )
-  const webhookSecretKey = yield* Config.option(
-    Config.redacted(
-      Config.string("WEBHOOK_SECRET_KEY").pipe(
-        Config.validate({ message: "WEBHOOK_SECRET_KEY must be 32 bytes as 64 hex characters", validation: (s) => /^[0-9a-fA-F]{64}$/.test(s) })
+  const aesKey = (name: string) =>
+    Config.option(
+      Config.redacted(
+        Config.string(name).pipe(
+          Config.validate({ message: `${name} must be 32 bytes as 64 hex characters`, validation: (s) => /^[0-9a-fA-F]{64}$/.test(s) })
+        )
       )
     )
-  )
+  const webhookSecretKey = yield* aesKey("WEBHOOK_SECRET_KEY")
+  const webhookSecretKeyPrevious = yield* aesKey("WEBHOOK_SECRET_KEY_PREVIOUS")
   const chainTokenSecret = yield* Config.option(
     Config.redacted(
       Config.string("CHAIN_TOKEN_SECRET").pipe(
@@ -119,7 +124,8 @@ export const appConfig = Effect.gen(function* () {
   if (chainMode === "rpc") {
     const missing = [
       Option.isNone(usdcAddress) ? "USDC_ADDRESS" : undefined,
-      Option.isNone(treasuryPrivateKey) && Option.isNone(facilitatorUrl) ? "TREASURY_PRIVATE_KEY (or FACILITATOR_URL)" : undefined,
+      // Also with FACILITATOR_URL: the facilitator takes payments in, only the treasury key pays anything out.
+      Option.isNone(treasuryPrivateKey) ? "TREASURY_PRIVATE_KEY" : undefined,
       Option.isNone(operatorToken) ? "OPERATOR_TOKEN" : undefined,
       Option.isNone(clientIdSecret) ? "CLIENT_ID_SECRET" : undefined,
       Option.isNone(webhookSecretKey) ? "WEBHOOK_SECRET_KEY" : undefined,
@@ -150,6 +156,7 @@ export const appConfig = Effect.gen(function* () {
     agentCacheTtlMs,
     clientIdSecret,
     webhookSecretKey,
+    webhookSecretKeyPrevious,
     chainTokenSecret
   } satisfies AppConfigShape
 })

@@ -44,6 +44,7 @@ import { History } from "../services/ledger/History.js"
 import { Refunds } from "../services/refunds/Refunds.js"
 import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.js"
 import { Outcomes, OutcomesFoldLive } from "../services/reputation/Outcomes.js"
+import { GasWatch, GasWatchLive } from "../services/treasury/GasWatch.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
@@ -76,6 +77,7 @@ const WorkersLive = Layer.unwrapEffect(
         TimersWorkerLive(),
         TreasuryWorkerLive,
         ReconciliationWorkerLive,
+        GasWatchLive,
         HealthProbesLive,
         OutcomesFoldLive,
         RateLimitPruneLive,
@@ -124,6 +126,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Refunds.Default,
         TreasuryWorker.Default,
         Reconciliation.Default,
+        GasWatch.Default,
         Circuits.Default,
         Reputation.Default,
         Outcomes.Default,

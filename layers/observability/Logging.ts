@@ -146,6 +146,7 @@ const configuredSecrets = Effect.gen(function* () {
     ...values(config.operatorToken),
     ...values(config.clientIdSecret),
     ...values(config.webhookSecretKey),
+    ...values(config.webhookSecretKeyPrevious),
     ...values(config.chainTokenSecret),
     ...key,
     ...key.map((k) => k.slice(2)),

@@ -27,24 +27,49 @@ export const v1PayloadOf = (p: VerifiedPayment): PaymentPayload => ({
 /** A facilitator settles before it answers; its answer is bounded in time. */
 const FACILITATOR_TIMEOUT_MS = 120_000
 
+/** What the facilitator answered: its HTTP status and, when it was JSON, the x402 settle response. */
+interface FacilitatorAnswer {
+  readonly status: number
+  readonly body: { success?: boolean; transaction?: string; errorReason?: string } | undefined
+}
+
+const isTxHash = (s: unknown): s is Hex => typeof s === "string" && /^0x[0-9a-fA-F]{64}$/.test(s)
+
+/**
+ * A facilitator settles before it answers; its answer is bounded in time. Only its considered refusal (an x402 settle
+ * response with `success: false`, or a 4xx other than 429) is final; a 5xx, a 429, an answer that is not JSON, a
+ * timeout or a lost connection say nothing about the payment: transient. Either way the caller asks the chain.
+ */
 export const settleWithFacilitator = (p: VerifiedPayment, facilitatorUrl: string, paymentRequirements: PaymentRequirements) =>
   Effect.tryPromise({
-    try: async () => {
+    try: async (): Promise<FacilitatorAnswer> => {
       const response = await fetch(`${facilitatorUrl.replace(/\/+$/, "")}/settle`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ x402Version: 1, paymentPayload: v1PayloadOf(p), paymentRequirements }),
         signal: AbortSignal.timeout(FACILITATOR_TIMEOUT_MS)
       })
-      return (await response.json()) as { success?: boolean; transaction?: string; errorReason?: string }
+      const text = await response.text()
+      let body: FacilitatorAnswer["body"]
+      try {
+        body = JSON.parse(text) as FacilitatorAnswer["body"]
+      } catch {
+        body = undefined
+      }
+      return { status: response.status, body }
     },
     catch: (error) => new SettlementError({ reason: "rpc_error", message: `facilitator /settle failed: ${String(error)}`, final: false })
   }).pipe(
-    Effect.flatMap((body) =>
-      body.success === true && typeof body.transaction === "string" && /^0x[0-9a-fA-F]{64}$/.test(body.transaction)
-        ? Effect.succeed(body.transaction as Hex)
-        : Effect.fail(
-          new SettlementError({ reason: "settlement_failed", message: `facilitator refused: ${String(body.errorReason ?? "unknown").slice(0, 200)}`, final: true })
-        )
-    )
+    Effect.flatMap(({ status, body }) => {
+      if (status === 200 && body?.success === true && isTxHash(body.transaction)) return Effect.succeed(body.transaction)
+      const considered = (status === 200 && body?.success === false) || (status >= 400 && status < 500 && status !== 429)
+      const why = body?.errorReason === undefined ? `HTTP ${status}` : `${String(body.errorReason).slice(0, 200)} (HTTP ${status})`
+      return Effect.fail(
+        new SettlementError({
+          reason: considered ? "settlement_failed" : "rpc_error",
+          message: `facilitator ${considered ? "refused" : "failed"}: ${why}`,
+          final: considered
+        })
+      )
+    })
   )

@@ -12,6 +12,7 @@ import { PaymentRejected, sha256, type VerifiedPayment } from "../../layers/x402
 import { MachineHost } from "../../machines/Host.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
+import type { ChainReadError } from "../treasury/chainReads.js"
 import { MoneyFaults } from "../treasury/Faults.js"
 import type { TreasuryTxRow } from "../treasury/Repo.js"
 import { TreasuryWriter } from "../treasury/TreasuryWriter.js"
@@ -47,18 +48,28 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         return reservation.id
       }).pipe(Effect.catchTag("SqlError", alreadyUsed))
 
+    /**
+     * The facilitator's answer is not the record: the chain is. A success is confirmed by the authorization having paid
+     * the treasury exactly (a facilitator that answers success for a payment that is not on chain gets no call through),
+     * and any failure is looked up too, since someone else may have submitted the authorization (a front-runner, or the
+     * facilitator itself before its answer was lost): no execution completes without money, no money stays without an
+     * outcome. Only an authorization the chain shows unused, still valid and covered is failed on the facilitator's word.
+     */
+    const settleThroughFacilitator = (p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement, ChainReadError> =>
+      Effect.gen(function* () {
+        const answer = yield* Effect.either(verifier.settle(p, requirements))
+        const found = yield* lookUp(chain, p, Option.none())
+        if (found.outcome._tag !== "Pending") return found
+        if (answer._tag === "Right") return pending(`the facilitator reported ${answer.right}, which the chain does not show yet`)
+        const error = answer.left
+        return error.final ? { outcome: { _tag: "Failed", reason: error.reason, message: error.message }, tx: Option.none() } : pending(error.message)
+      })
+
     /** Moves the money on chain and says what happened; records nothing but the treasury transaction itself. */
     const settleOnChain = (paymentId: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement> =>
       Effect.gen(function* () {
         yield* faults.beforeSettle(p)
-        if (!writer.enabled) {
-          const settled = yield* Effect.either(verifier.settle(p, requirements))
-          if (settled._tag === "Right") return { outcome: { _tag: "Settled", txHash: settled.right, block: null }, tx: Option.none() } satisfies Settlement
-          const error = settled.left
-          return error.final
-            ? { outcome: { _tag: "Failed", reason: error.reason, message: error.message }, tx: Option.none() } satisfies Settlement
-            : pending(error.message)
-        }
+        if (chain.settlement === "facilitator") return yield* settleThroughFacilitator(p, requirements)
         const sent = yield* settler.send(paymentId, p)
         switch (sent._tag) {
           case "Single":

@@ -1,17 +1,21 @@
 // Reconciliation: the ledger's treasury account against the treasury's USDC on chain at one block. Treasury bookings
-// carry the block they were mined in, so a check at block B counts exactly what the chain had done by B.
+// carry the block they were mined in, so a check at block B counts exactly what the chain had done by B; what the chain
+// had done by B that the ledger books later (money in flight: services/treasury/inFlight.ts) is not drift.
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Metric, Option, Schedule, Schema } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { ChainReadError } from "./chainReads.js"
+import { type InFlight, inFlightAt, unbookedStatement } from "./inFlight.js"
 
 export interface ReconciliationResult {
   readonly block: bigint
   readonly chainBalance: bigint
   readonly ledgerBalance: bigint
-  /** chain − ledger: positive when the treasury holds money the ledger does not show. */
+  /** Done on chain by the block, booked later: payments settled before their outcome, payouts before their receipt. */
+  readonly inFlight: InFlight
+  /** chain − (ledger + in flight): positive when the treasury holds money the ledger does not explain. */
   readonly drift: bigint
 }
 
@@ -43,12 +47,33 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
         Effect.map((r) => BigInt(r[0]?.total ?? "0"))
       )
 
-    /** Compares at `block` (default: the latest) and stores the result. */
+    /**
+     * The ledger's balance and its open items in one snapshot: a payment booked between two separate reads would be
+     * counted twice (in flight, then booked) or not at all.
+     */
+    const bookedAt = (block: bigint) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`
+          const ledgerBalance = yield* ledgerBalanceAt(block)
+          const unbooked = yield* unbookedStatement(sql, chain)
+          return { ledgerBalance, unbooked }
+        })
+      )
+
+    /** Compares at `block` (default: the latest), money in flight accounted for. */
     const check = (at?: bigint) =>
       Effect.gen(function* () {
         const block = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 })))
-        const [chainBalance, ledgerBalance] = yield* Effect.all([chainBalanceAt(block), Effect.orDie(ledgerBalanceAt(block))])
-        const result: ReconciliationResult = { block, chainBalance, ledgerBalance, drift: chainBalance - ledgerBalance }
+        const [chainBalance, booked] = yield* Effect.all([chainBalanceAt(block), Effect.orDie(bookedAt(block))])
+        const inFlight = yield* inFlightAt(chain, booked.unbooked, block)
+        const result: ReconciliationResult = {
+          block,
+          chainBalance,
+          ledgerBalance: booked.ledgerBalance,
+          inFlight,
+          drift: chainBalance - booked.ledgerBalance - inFlight.incoming + inFlight.outgoing
+        }
         return result
       }).pipe(Effect.withSpan("Reconciliation.check"))
 

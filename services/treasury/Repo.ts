@@ -18,6 +18,8 @@ export const TreasuryTxRow = Schema.Struct({
   toAddress: Schema.String,
   rawTx: Schema.String,
   txHash: Schema.String,
+  /** Earlier bytes of the same nonce, replaced with higher fees (any of them may be the one mined). */
+  replacedHashes: Schema.Array(Schema.String),
   state: Schema.Literal("signed", "broadcast", "confirmed", "reverted", "dropped"),
   machineSnapshot: Schema.Unknown,
   blockNumber: Schema.NullOr(Schema.BigInt),
@@ -105,6 +107,17 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         Effect.map((r) => Option.map(Option.fromNullable(r[0]), (x) => BigInt(x.nextNonce)))
       )
 
-    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, renewLease, gaps, nextNonce } as const
+    /**
+     * The row's bytes become a replacement of the same nonce (higher fees); the bytes it replaces are kept. Only while
+     * the row still holds `previousHash` and is unfinished: false when another process replaced or finished it first.
+     */
+    const replaceStatement = (id: string, previousHash: string, raw: string, hash: string) =>
+      sql<{ id: string }>`UPDATE treasury_txs SET raw_tx = ${raw}, tx_hash = ${hash.toLowerCase()},
+          replaced_hashes = array_append(replaced_hashes, tx_hash), updated_at = now()
+        WHERE id = ${id} AND tx_hash = ${previousHash.toLowerCase()} AND state IN ('signed', 'broadcast') RETURNING id`.pipe(
+        Effect.map((r) => r.length === 1)
+      )
+
+    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

@@ -2,13 +2,16 @@
 // rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Clock, Config, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
-import { type Hex, keccak256, type TransactionReceipt } from "viem"
+import { type Hex, isHex, keccak256, parseTransaction, type TransactionReceipt } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import { MachineHost } from "../../machines/Host.js"
 import { newId } from "../../src/domain/Ids.js"
 import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
+
+/** Stored hashes and bytes are hex (column values the writer made); anything else reads as nothing. */
+const asHex = (s: string): Hex => (isHex(s) ? s : "0x")
 
 export class TreasuryError extends Data.TaggedError("TreasuryError")<{ readonly message: string }> {}
 
@@ -33,6 +36,11 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     const faults = yield* MoneyFaults
     /** How long a request waits for its receipt before leaving the transaction to the worker. */
     const receiptWaitMs = yield* Config.integer("TREASURY_RECEIPT_WAIT_MS").pipe(Config.withDefault(60_000))
+    /** The most the treasury signs per gas, first signature or replacement: a fee spike past it waits (and is logged). */
+    const maxFeeCeiling = BigInt(yield* Config.integer("TREASURY_MAX_FEE_PER_GAS_GWEI").pipe(
+      Config.withDefault(500),
+      Config.validate({ message: "TREASURY_MAX_FEE_PER_GAS_GWEI must be a positive integer", validation: (n) => n > 0 })
+    )) * 1_000_000_000n
 
     // Fees change slowly; one read serves many signatures (with headroom so a rising base fee does not strand them).
     let fees: { readonly at: number; readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined
@@ -43,7 +51,8 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         try: () => chain.publicClient.estimateFeesPerGas(),
         catch: (error) => new TreasuryError({ message: `fee estimate failed: ${String(error).slice(0, 200)}` })
       })
-      fees = { at: now, maxFeePerGas: estimate.maxFeePerGas * 2n, maxPriorityFeePerGas: estimate.maxPriorityFeePerGas }
+      const maxFeePerGas = estimate.maxFeePerGas * 2n > maxFeeCeiling ? maxFeeCeiling : estimate.maxFeePerGas * 2n
+      fees = { at: now, maxFeePerGas, maxPriorityFeePerGas: estimate.maxPriorityFeePerGas > maxFeePerGas ? maxFeePerGas : estimate.maxPriorityFeePerGas }
       return fees
     })
 
@@ -202,21 +211,91 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         return receipt
       }).pipe(Effect.scoped)
 
-    /** Where an unfinished transaction stands on chain: mined, dropped (its nonce went to another), or still pending (rebroadcast). */
+    /** The receipt of whichever of the row's bytes was mined (the newest, or one it replaced). */
+    const minedReceipt = (tx: TreasuryTxRow) =>
+      Effect.gen(function* () {
+        for (const hash of [tx.txHash, ...tx.replacedHashes]) {
+          const receipt = yield* receiptOf(chain, asHex(hash))
+          if (Option.isSome(receipt)) return receipt
+        }
+        return Option.none<TransactionReceipt>()
+      })
+
+    /**
+     * Re-signs a transaction the chain's fees have left behind (its max fee below the latest base fee plus the priority
+     * fee of the moment): same nonce, recipient, data and gas, fees from the chain and at least 12.5% above the old ones
+     * (what nodes require of a replacement), never above TREASURY_MAX_FEE_PER_GAS_GWEI. The row keeps the bytes it
+     * replaces (either may be mined: the nonce lets only one through, so nothing is paid twice).
+     */
+    const replaceIfUnderpriced = (tx: TreasuryTxRow) =>
+      Effect.gen(function* () {
+        const old = parseTransaction(asHex(tx.rawTx))
+        if (old.type !== "eip1559" || old.maxFeePerGas === undefined || old.maxPriorityFeePerGas === undefined || old.to == null || old.gas === undefined) {
+          return Option.none<TreasuryTxRow>()
+        }
+        const [block, estimate] = yield* Effect.all([
+          Effect.tryPromise(() => chain.publicClient.getBlock({ blockTag: "latest" })),
+          Effect.tryPromise(() => chain.publicClient.estimateFeesPerGas())
+        ]).pipe(Effect.mapError((e) => new ChainReadError({ message: `fees: ${String(e.error).slice(0, 200)}` })))
+        const baseFee = block.baseFeePerGas ?? 0n
+        if (old.maxFeePerGas >= baseFee + estimate.maxPriorityFeePerGas) return Option.none<TreasuryTxRow>()
+        const bump = (fee: bigint) => fee + fee / 8n + 1n
+        const wantedMax = [bump(old.maxFeePerGas), baseFee * 2n + estimate.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b))
+        if (bump(old.maxFeePerGas) > maxFeeCeiling) {
+          yield* Effect.logWarning("treasury transaction underpriced, and a replacement would pass the fee ceiling: it waits for fees to fall", {
+            txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), hash: tx.txHash, baseFee: baseFee.toString(), ceiling: maxFeeCeiling.toString()
+          })
+          return Option.none<TreasuryTxRow>()
+        }
+        const maxFeePerGas = wantedMax > maxFeeCeiling ? maxFeeCeiling : wantedMax
+        const wantedPriority = [bump(old.maxPriorityFeePerGas), estimate.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b))
+        const fee = { maxFeePerGas, maxPriorityFeePerGas: wantedPriority > maxFeePerGas ? maxFeePerGas : wantedPriority }
+        const { raw, hash } = yield* signAt(tx.nonce, old.to, old.data, old.gas, fee)
+        const at = yield* Clock.currentTimeMillis
+        const replaced = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            if (!(yield* repo.replaceStatement(tx.id, tx.txHash, raw, hash))) return false
+            yield* host.deliverNow("treasury", tx.id, {
+              type: "REPLACED",
+              at,
+              hash,
+              maxFeePerGas: maxFeePerGas.toString(),
+              reason: `base fee ${baseFee} wei passed the signed max fee ${old.maxFeePerGas}`
+            })
+            return true
+          })
+        ).pipe(Effect.orDie)
+        if (!replaced) return Option.none<TreasuryTxRow>()
+        yield* Effect.logWarning("treasury transaction replaced with higher fees", {
+          txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, hash,
+          maxFeePerGas: maxFeePerGas.toString(), previousMaxFeePerGas: old.maxFeePerGas.toString(), baseFee: baseFee.toString()
+        })
+        return Option.some<TreasuryTxRow>({ ...tx, rawTx: raw, txHash: hash, replacedHashes: [...tx.replacedHashes, tx.txHash] })
+      })
+
+    /**
+     * Where an unfinished transaction stands on chain: mined (any of its bytes), dropped (its nonce went to another), or
+     * still pending: replaced with higher fees when the chain's fees left it behind, and (re)broadcast.
+     */
     const observe = (tx: TreasuryTxRow) =>
       Effect.gen(function* () {
-        const receipt = yield* receiptOf(chain, tx.txHash as Hex)
+        const receipt = yield* minedReceipt(tx)
         if (Option.isSome(receipt)) return { _tag: "Mined", receipt: receipt.value } satisfies TxOutcome
         const mined = yield* minedNonce(chain, tx.signer as `0x${string}`)
         if (mined > tx.nonce) {
           // The nonce is used, but not by these bytes (a receipt lookup again closes the race with our own mining).
-          const again = yield* receiptOf(chain, tx.txHash as Hex)
+          const again = yield* minedReceipt(tx)
           return Option.isSome(again) ? { _tag: "Mined", receipt: again.value } satisfies TxOutcome : { _tag: "Dropped" } satisfies TxOutcome
         }
-        // Not mined and its nonce still open: send the same bytes again and give them a moment to be mined.
-        const sent = yield* broadcast(tx)
-        const receiptNow = sent ? yield* awaitReceipt(tx, Math.min(receiptWaitMs, 5_000)) : Option.none()
-        return Option.isSome(receiptNow) ? { _tag: "Mined", receipt: receiptNow.value } satisfies TxOutcome : { _tag: "Pending" } satisfies TxOutcome
+        // Not mined and its nonce still open (dropped from a mempool too): new fees if it is underpriced, then send the
+        // bytes (again) and give them a moment to be mined.
+        const current = Option.getOrElse(yield* replaceIfUnderpriced(tx), () => tx)
+        const sent = yield* broadcast(current)
+        const receiptNow = sent ? yield* awaitReceipt(current, Math.min(receiptWaitMs, 5_000)) : Option.none()
+        if (Option.isSome(receiptNow)) return { _tag: "Mined", receipt: receiptNow.value } satisfies TxOutcome
+        // The bytes it replaced may have been mined meanwhile.
+        const late = current === tx ? Option.none<TransactionReceipt>() : yield* minedReceipt(current)
+        return Option.isSome(late) ? { _tag: "Mined", receipt: late.value } satisfies TxOutcome : { _tag: "Pending" } satisfies TxOutcome
       })
 
     /** The treasury machine's side of an outcome, inside the caller's transaction (with the purpose's booking). */

@@ -8,7 +8,7 @@ import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 
-export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow>
+export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow, "countReplacement">
 
 export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury/TreasuryMachine", {
   effect: Effect.gen(function* () {
@@ -16,7 +16,7 @@ export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury
     const repo = yield* TreasuryRepo
     const spec: TreasurySpec = {
       machine: treasuryTxMachine,
-      pure: [],
+      pure: ["countReplacement"],
       lock: repo.lock,
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : { value: row.state, context: { broadcasts: 0, lastError: null } }),
       actions: {},

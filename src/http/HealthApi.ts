@@ -5,7 +5,10 @@ import { UnavailableResponse } from "../domain/Errors.js"
 import { ok } from "./Envelope.js"
 
 export const Health = Schema.Struct({
-  /** `degraded`: serving, but the ledger's treasury disagrees with the chain (see `treasury`). */
+  /**
+   * `degraded`: serving, but the ledger's treasury disagrees with the chain (see `treasury`), or the treasury's ETH
+   * pays for fewer than TREASURY_GAS_LOW_TRANSACTIONS more transactions at current fees (see `gas`).
+   */
   status: Schema.Literal("ok", "degraded"),
   mode: Schema.Literal("devnet", "rpc"),
   database: Schema.Literal("embedded", "external"),
@@ -13,6 +16,8 @@ export const Health = Schema.Struct({
   settlement: Schema.Literal("local", "facilitator"),
   /** The last reconciliation of the ledger's treasury with the chain (micro-USDC); absent until the first check. */
   treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),
+  /** The treasury's ETH for gas (wei) and how many payout-sized transactions it pays for now; absent until the first check. */
+  gas: Schema.optional(Schema.Struct({ balanceWei: Schema.String, transactionsLeft: Schema.String, low: Schema.Boolean, checkedAt: Schema.String })),
   uptimeSeconds: Schema.Number
 }).annotations({ identifier: "Health" })
 

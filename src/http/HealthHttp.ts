@@ -4,6 +4,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { DatabaseInfo } from "../../layers/Pg.js"
+import { GasWatch } from "../../services/treasury/GasWatch.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { Unavailable } from "../domain/Errors.js"
 import { Api } from "./Api.js"
@@ -15,6 +16,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const chain = yield* Chain
     const database = yield* DatabaseInfo
     const reconciliation = yield* Reconciliation
+    const gasWatch = yield* GasWatch
     const startedAt = yield* Clock.currentTimeMillis
     const down = (what: string) => () =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
@@ -30,8 +32,10 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         const now = yield* Clock.currentTimeMillis
         const last = yield* reconciliation.status.pipe(Effect.disconnect, Effect.timeout("500 millis"), Effect.catchAllCause(() => Effect.succeed(Option.none())))
         const drifted = Option.isSome(last) && last.value.confirmed && last.value.drift !== 0n
+        const gas = yield* gasWatch.status
+        const gasLow = Option.isSome(gas) && gas.value.low
         return respond({
-          status: drifted ? ("degraded" as const) : ("ok" as const),
+          status: drifted || gasLow ? ("degraded" as const) : ("ok" as const),
           mode: chain.mode,
           database: database.mode,
           chain: {
@@ -41,11 +45,17 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
             usdc: chain.usdc.address,
             treasury: chain.treasury
           },
-          settlement: Option.isSome(chain.signer) ? ("local" as const) : ("facilitator" as const),
+          settlement: chain.settlement,
           ...Option.match(last, {
             onNone: () => ({}),
             onSome: (l) => ({
               treasury: { drift: l.drift.toString(), block: l.blockNumber.toString(), checkedAt: l.checkedAt.toISOString(), confirmed: l.confirmed }
+            })
+          }),
+          ...Option.match(gas, {
+            onNone: () => ({}),
+            onSome: (g) => ({
+              gas: { balanceWei: g.balanceWei.toString(), transactionsLeft: g.transactionsLeft.toString(), low: g.low, checkedAt: new Date(g.checkedAt).toISOString() }
             })
           }),
           uptimeSeconds: Math.floor((now - startedAt) / 1000)

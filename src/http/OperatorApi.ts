@@ -44,8 +44,12 @@ const ReconciliationView = Schema.Struct({
 })
 
 export const TreasuryReconciliation = Schema.Struct({
-  /** Compared now, at the latest block (in-flight bookings can show as a passing difference). */
-  current: ReconciliationView,
+  /**
+   * Compared now, at the latest block. `drift` is chain − (ledger + in flight): payments the chain settled by the block
+   * that are booked with their outcome later (`inFlightIncoming`), payouts mined by the block whose receipts are not
+   * booked yet (`inFlightOutgoing`).
+   */
+  current: Schema.extend(ReconciliationView, Schema.Struct({ inFlightIncoming: Schema.String, inFlightOutgoing: Schema.String })),
   /** The worker's last stored check; `confirmed` when the same block still disagreed after in-flight bookings landed. */
   lastCheck: Schema.NullOr(Schema.extend(ReconciliationView, Schema.Struct({ confirmed: Schema.Boolean })))
 }).annotations({ identifier: "TreasuryReconciliation" })

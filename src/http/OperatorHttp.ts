@@ -117,6 +117,8 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
               chainBalance: current.chainBalance.toString(),
               ledgerBalance: current.ledgerBalance.toString(),
               drift: current.drift.toString(),
+              inFlightIncoming: current.inFlight.incoming.toString(),
+              inFlightOutgoing: current.inFlight.outgoing.toString(),
               checkedAt: now
             },
             lastCheck: Option.match(last, {

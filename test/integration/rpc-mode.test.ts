@@ -84,6 +84,15 @@ describe("CHAIN_RPC_URL mode", () => {
       const incomplete = yield* Effect.exit(build(missing.settings))
       expect(String(Exit.isFailure(incomplete) ? incomplete.cause : "")).toMatch(/TREASURY_PRIVATE_KEY/)
 
+      // A facilitator takes payments in, but only the treasury key pays out: without it the start is refused.
+      const receiveOnly = yield* rpcSettings({ FACILITATOR_URL: "http://127.0.0.1:9/facilitator", TREASURY_ADDRESS: devAccount(1).address })
+      const refusedReceiveOnly = yield* Effect.exit(build(receiveOnly.settings))
+      expect(String(Exit.isFailure(refusedReceiveOnly) ? refusedReceiveOnly.cause : "")).toMatch(/required: .*TREASURY_PRIVATE_KEY/)
+      // Payments must arrive where payouts are signed.
+      const elsewhere = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}`, TREASURY_ADDRESS: devAccount(1).address })
+      const refusedElsewhere = yield* Effect.exit(build(elsewhere.settings))
+      expect(String(Exit.isFailure(refusedElsewhere) ? refusedElsewhere.cause : "")).toMatch(/is not the address of TREASURY_PRIVATE_KEY/)
+
       const noProxyKey = yield* rpcSettings({ TREASURY_PRIVATE_KEY: `0x${randomBytes(32).toString("hex")}` })
       noProxyKey.settings.delete("PROXY_SIGNING_KEY")
       const withoutKey = yield* Effect.exit(build(noProxyKey.settings))

@@ -219,7 +219,7 @@ describe.concurrent("a start-up failure is one message and exit code 1", () => {
 
   it("missing settings outside devnet", async () => {
     expect(await failsToStart({ DATA_DIR: "/nonexistent", CHAIN_RPC_URL: "http://127.0.0.1:1" })).toBe(
-      "agent marketplace could not start: configuration: CHAIN_RPC_URL is set, so these settings are required: USDC_ADDRESS, TREASURY_PRIVATE_KEY (or FACILITATOR_URL), OPERATOR_TOKEN, CLIENT_ID_SECRET, WEBHOOK_SECRET_KEY, CHAIN_TOKEN_SECRET"
+      "agent marketplace could not start: configuration: CHAIN_RPC_URL is set, so these settings are required: USDC_ADDRESS, TREASURY_PRIVATE_KEY, OPERATOR_TOKEN, CLIENT_ID_SECRET, WEBHOOK_SECRET_KEY, CHAIN_TOKEN_SECRET"
     )
   })
 

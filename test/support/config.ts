@@ -21,6 +21,7 @@ export const testAppConfig = (overrides: Partial<AppConfigShape> = {}): AppConfi
   agentCacheTtlMs: 30_000,
   clientIdSecret: Option.none(),
   webhookSecretKey: Option.none(),
+  webhookSecretKeyPrevious: Option.none(),
   chainTokenSecret: Option.none(),
   ...overrides
 })

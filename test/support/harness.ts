@@ -62,6 +62,8 @@ export const TestApp = (
     readonly faults?: Partial<MoneyFaultsShape>
     /** The URL the service connects to instead of the fresh database's (e.g. a counting proxy in front of it). */
     readonly databaseVia?: (url: string) => Effect.Effect<string, never, Scope.Scope>
+    /** Another chain than the run's devnet with dev account 0 (e.g. a fresh treasury key, a facilitator settling). */
+    readonly chain?: typeof AttachedDevnet
   } = {}
 ) =>
   Layer.unwrapScoped(
@@ -98,7 +100,7 @@ export const TestApp = (
         })
       )
       return env.pipe(
-        Layer.provideMerge(makeAppLive(AttachedDevnet, { banner: false })),
+        Layer.provideMerge(makeAppLive(options.chain ?? AttachedDevnet, { banner: false })),
         Layer.provide(ConfigLive),
         Layer.provide(Layer.succeed(MoneyFaults, { ...MoneyFaults.defaultValue(), ...options.faults })),
         Layer.provide(Layer.setConfigProvider(provider))

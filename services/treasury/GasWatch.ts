@@ -1,0 +1,84 @@
+// The treasury's ETH for gas, priced at the fees of the moment: an alert gauge and a degraded /health while the
+// treasury can still pay for TREASURY_GAS_LOW_TRANSACTIONS payouts, so an operator tops it up before sends fail.
+import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+import { Gauge } from "prom-client"
+import { Chain } from "../../layers/Chain.js"
+import { processRegistry } from "../../layers/observability/Metrics.js"
+import { ChainReadError } from "./chainReads.js"
+
+export interface GasStatus {
+  readonly balanceWei: bigint
+  /** What one payout-sized transaction may cost now: the chain's max fee per gas × PAYOUT_GAS. */
+  readonly perTransactionWei: bigint
+  /** How many such transactions the balance pays for. */
+  readonly transactionsLeft: bigint
+  readonly low: boolean
+  readonly checkedAt: number
+}
+
+/** Gas of the largest single treasury transaction we send alone (a refund or payout is ≈ 60,000; a settlement 150,000). */
+export const PAYOUT_GAS = 200_000n
+
+// In this process's registry (every process watches the one treasury; they agree): what an alert rule reads.
+const gasWei = new Gauge({ name: "treasury_gas_balance_wei", help: "The treasury's ETH balance for gas, wei (as a float)", registers: [processRegistry] })
+const gasTransactionsLeft = new Gauge({
+  name: "treasury_gas_transactions_left",
+  help: "How many payout-sized transactions (200,000 gas) the treasury's ETH pays for at the current max fee per gas",
+  registers: [processRegistry]
+})
+const gasLow = new Gauge({ name: "treasury_gas_low", help: "1 while treasury_gas_transactions_left is below TREASURY_GAS_LOW_TRANSACTIONS", registers: [processRegistry] })
+
+const read = <A>(what: string, f: () => Promise<A>) =>
+  Effect.tryPromise({ try: f, catch: (error) => new ChainReadError({ message: `${what}: ${String(error).slice(0, 200)}` }) })
+
+export class GasWatch extends Effect.Service<GasWatch>()("treasury/GasWatch", {
+  effect: Effect.gen(function* () {
+    const chain = yield* Chain
+    const lowTransactions = yield* Config.integer("TREASURY_GAS_LOW_TRANSACTIONS").pipe(
+      Config.withDefault(100),
+      Config.validate({ message: "TREASURY_GAS_LOW_TRANSACTIONS must be a positive integer", validation: (n) => n > 0 })
+    )
+    const latest = yield* Ref.make(Option.none<GasStatus>())
+
+    /** Reads the balance and the fees now; with no treasury key (nothing to pay gas for) there is nothing to watch. */
+    const check = Effect.gen(function* () {
+      if (Option.isNone(chain.signer)) return Option.none<GasStatus>()
+      const [balanceWei, fees] = yield* Effect.all([
+        read("treasury ETH balance", () => chain.publicClient.getBalance({ address: chain.treasury })),
+        read("fee estimate", () => chain.publicClient.estimateFeesPerGas())
+      ], { concurrency: 2 })
+      const perTransactionWei = (fees.maxFeePerGas ?? 1n) * PAYOUT_GAS
+      const transactionsLeft = balanceWei / (perTransactionWei > 0n ? perTransactionWei : 1n)
+      const low = transactionsLeft < BigInt(lowTransactions)
+      const status: GasStatus = { balanceWei, perTransactionWei, transactionsLeft, low, checkedAt: yield* Clock.currentTimeMillis }
+      const wasLow = Option.match(yield* Ref.getAndSet(latest, Option.some(status)), { onNone: () => false, onSome: (s) => s.low })
+      gasWei.set(Number(balanceWei))
+      gasTransactionsLeft.set(Number(transactionsLeft))
+      gasLow.set(low ? 1 : 0)
+      if (low && !wasLow) {
+        yield* Effect.logWarning("treasury gas low: top up its ETH before payouts and settlements start failing", {
+          treasury: chain.treasury,
+          balanceWei: balanceWei.toString(),
+          transactionsLeft: transactionsLeft.toString(),
+          threshold: lowTransactions
+        })
+      }
+      if (!low && wasLow) yield* Effect.logInfo("treasury gas topped up", { treasury: chain.treasury, transactionsLeft: transactionsLeft.toString() })
+      return Option.some(status)
+    }).pipe(Effect.withSpan("GasWatch.check"))
+
+    return { check, status: Ref.get(latest), lowTransactions } as const
+  })
+}) {}
+
+/** Checks at start, then every 30 s. */
+export const GasWatchLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const watch = yield* GasWatch
+    yield* watch.check.pipe(
+      Effect.catchAll((e) => Effect.logWarning(`treasury gas check: ${e.message}`)),
+      Effect.repeat(Schedule.spaced(Duration.seconds(30))),
+      Effect.forkScoped
+    )
+  })
+)

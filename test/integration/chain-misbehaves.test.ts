@@ -1,0 +1,157 @@
+// Chains that misbehave, on an anvil of the test's own (a fresh treasury key, a USDC deployed for the run): a base-fee
+// spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
+// dropped from the mempool is sent again with the same bytes. Ledger = chain after each.
+import { expect, layer } from "@effect/vitest"
+import { Context, Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
+import { Chain, connectChain } from "../../layers/Chain.js"
+import { devnetChain } from "../../layers/devnet/accounts.js"
+import { MachineHost } from "../../machines/Host.js"
+import { Refunds } from "../../services/refunds/Refunds.js"
+import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
+import { fakeAgent } from "../support/agents.js"
+import { type ProductionChain, productionChain } from "../support/productionChain.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+
+const PRICE = 11_000n
+const transfer = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)")
+
+class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
+const OwnLive = Layer.scoped(Own, productionChain({ payers: 4 }))
+
+const App = Layer.unwrapScoped(
+  Effect.map(Own, (own) =>
+    TestApp(
+      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
+      {
+        chain: Layer.effect(Chain, connectChain({
+          mode: "devnet",
+          rpcUrl: own.rpcUrl,
+          usdcAddress: own.usdc,
+          signerKey: Option.some(own.treasuryKey),
+          treasuryAddress: Option.none(),
+          batcherAddress: Option.some(own.batcher)
+        }))
+      }
+    ))
+).pipe(Layer.provideMerge(OwnLive))
+
+/** Our clock starts at the real time (payments are signed against it), then only the test moves it. */
+const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
+
+/** A failed paid call whose retry window has closed: a refund of PRICE is owed to `payer`. */
+const owedRefund = (own: ProductionChain, ownerIndex: number, payerIndex: number) =>
+  Effect.gen(function* () {
+    const broken = yield* fakeAgent({ kind: "json", status: 200, body: { wrong: true } })
+    const agentId = yield* registerAgent(own.payers[ownerIndex]!, broken.url, { tier: "premium" })
+    const payer = own.payers[payerIndex]!
+    const failed = yield* execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "bad" } })
+    expect(failed.status).toBe(502)
+    yield* TestClock.adjust(601_000)
+    const host = yield* MachineHost
+    while ((yield* host.fireDue) > 0) { /* the retry window closes */ }
+    return payer
+  })
+
+const tools = (own: ProductionChain) => {
+  const chain = devnetChain(own.rpcUrl)
+  return {
+    anvil: createTestClient({ mode: "anvil", chain, transport: http(own.rpcUrl) }),
+    reader: createPublicClient({ chain, transport: http(own.rpcUrl) })
+  }
+}
+
+/** Polls the database (real time: the worker runs beside it) until `probe` finds something. */
+const until = <A>(probe: Effect.Effect<A | undefined>) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 400; i++) {
+      const found = yield* probe
+      if (found !== undefined) return found
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
+    }
+    return yield* Effect.dieMessage("not found within 10 s")
+  })
+
+layer(App)("a chain that misbehaves", (it) => {
+  it.scoped("a base-fee spike strands a refund: it is replaced at the same nonce with the chain's fees and paid once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql } = yield* TestEnv
+      const { anvil, reader } = tools(own)
+      const payer = yield* owedRefund(own, 0, 1)
+      const before = yield* Effect.promise(() => own.balanceOf(payer.address))
+      const fromBlock = yield* Effect.promise(() => reader.getBlockNumber())
+
+      // The refund is signed at the fees of the moment and sent, but no block comes yet.
+      yield* Effect.promise(() => anvil.setAutomine(false))
+      yield* (yield* Refunds).sendDue
+      const [sent] = yield* sql<{ id: string; txHash: string; rawTx: string }>`SELECT id, tx_hash, raw_tx FROM treasury_txs WHERE purpose = 'refund'`
+      const signedFee = parseTransaction(sent!.rawTx as Hex).maxFeePerGas ?? 0n
+      // The base fee jumps past what we signed: the block comes without our refund.
+      yield* Effect.promise(() => anvil.setNextBlockBaseFeePerGas({ baseFeePerGas: signedFee * 10n }))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      expect(yield* Effect.promise(() => reader.getTransactionReceipt({ hash: sent!.txHash as Hex }).then(() => true, () => false))).toBe(false)
+
+      // The worker takes the transaction over after its lease: underpriced, it is re-signed and sent; then a block.
+      yield* TestClock.adjust(31_000)
+      const worker = yield* TreasuryWorker
+      const pass = yield* Effect.fork(worker.processDue)
+      const replaced = yield* until(Effect.map(
+        sql<{ txHash: string; replacedHashes: ReadonlyArray<string> }>`SELECT tx_hash, replaced_hashes FROM treasury_txs WHERE id = ${sent!.id}`.pipe(Effect.orDie),
+        (rows) => (rows[0] !== undefined && rows[0].replacedHashes.length > 0 ? rows[0] : undefined)
+      ))
+      expect(replaced.replacedHashes).toEqual([sent!.txHash])
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      yield* Fiber.join(pass)
+      yield* Effect.promise(() => anvil.setAutomine(true))
+      for (let i = 0; i < 2; i++) yield* worker.processDue
+
+      const [refund] = yield* sql<{ status: string; txHash: string }>`SELECT status, tx_hash FROM refunds`
+      expect(refund).toEqual({ status: "confirmed", txHash: replaced.txHash })
+      const replacement = yield* Effect.promise(() => reader.getTransaction({ hash: replaced.txHash as Hex }))
+      expect(replacement.maxFeePerGas).toBeGreaterThan(signedFee * 10n)
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
+      const paid = yield* Effect.promise(() => reader.getLogs({ address: own.usdc, event: transfer, args: { from: own.treasury, to: payer.address }, fromBlock }))
+      expect(paid.map((log) => log.args.value)).toEqual([PRICE])
+      const history = yield* sql<{ event: { type: string } }>`SELECT event FROM machine_transitions WHERE machine = 'treasury' AND actor_id = ${sent!.id} ORDER BY id`
+      expect(history.map((h) => h.event.type)).toContain("REPLACED")
+      expect(yield* ledgerMatchesChain).toBe(0n)
+      // The spike passes.
+      yield* Effect.promise(() => anvil.setNextBlockBaseFeePerGas({ baseFeePerGas: signedFee / 4n }))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+    }), { timeout: 120_000 })
+
+  it.scoped("a refund dropped from the mempool is sent again with the same bytes and nonce, and paid once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql } = yield* TestEnv
+      const { anvil, reader } = tools(own)
+      const payer = yield* owedRefund(own, 2, 3)
+      const before = yield* Effect.promise(() => own.balanceOf(payer.address))
+
+      yield* Effect.promise(() => anvil.setAutomine(false))
+      yield* (yield* Refunds).sendDue
+      const [sent] = yield* sql<{ id: string; txHash: string }>`SELECT id, tx_hash FROM treasury_txs WHERE purpose = 'refund' AND state IN ('signed', 'broadcast')`
+      yield* Effect.promise(() => anvil.dropTransaction({ hash: sent!.txHash as Hex }))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      expect(yield* Effect.promise(() => reader.getTransactionReceipt({ hash: sent!.txHash as Hex }).then(() => true, () => false))).toBe(false)
+
+      yield* TestClock.adjust(31_000)
+      const worker = yield* TreasuryWorker
+      const pass = yield* Effect.fork(worker.processDue)
+      // The same bytes reach the pool again: mine them.
+      yield* until(Effect.promise(() => reader.getTransaction({ hash: sent!.txHash as Hex }).then(() => true, () => undefined)))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      yield* Fiber.join(pass)
+      yield* Effect.promise(() => anvil.setAutomine(true))
+      yield* worker.processDue
+
+      const [row] = yield* sql<{ state: string; txHash: string; replacedHashes: ReadonlyArray<string> }>`SELECT state, tx_hash, replaced_hashes FROM treasury_txs WHERE id = ${sent!.id}`
+      expect(row).toEqual({ state: "confirmed", txHash: sent!.txHash, replacedHashes: [] })
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+})
