@@ -60,7 +60,7 @@ describe("CHAIN_RPC_URL mode", () => {
       const before = yield* Effect.promise(() => usdcBalance(treasury))
       const created = yield* Effect.promise(() =>
         paidCall(devAccount(2), `${baseUrl}/api/v1/agents`, {
-          json: registration(devAccount(1), { endpoints: { execution: "http://93.184.216.34/execute" } })
+          json: registration(devAccount(2), { endpoints: { execution: "http://93.184.216.34/execute" } })
         }))
       expect(created.status).toBe(201)
       expect((yield* Effect.promise(() => usdcBalance(treasury))) - before).toBe(100_000n)
