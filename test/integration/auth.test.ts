@@ -18,7 +18,8 @@ const expectError = (response: Response, status: number, code: string) => {
   expect(typeof response.body.error?.message).toBe("string")
 }
 
-layer(TestApp(), { excludeTestServices: true })("wallet-signature and operator authentication", (it) => {
+// It sends wrong operator tokens on purpose: the failed-attempt throttle (operator-token-limit.test.ts) is set out of its way.
+layer(TestApp({ OPS_LOGIN_MAX_FAILURES: "1000" }), { excludeTestServices: true })("wallet-signature and operator authentication", (it) => {
   /** The agent under test, registered (and paid for) once by its owner on first use. */
   let registered: Promise<string> | undefined
   const agentId = Effect.gen(function* () {

@@ -47,7 +47,8 @@ const FreshTreasury = Layer.effect(
 const App = Layer.unwrapScoped(
   Effect.map(Facilitator, (facilitator) =>
     TestApp(
-      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", RATE_LIMIT_CLIENT_PER_WINDOW: "1000", FACILITATOR_URL: facilitator.url },
+      // Payments valid for 15 minutes: the recovery passes below move the test clock several minutes past the calls.
+      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", RATE_LIMIT_CLIENT_PER_WINDOW: "1000", PAYMENT_TIMEOUT_SECONDS: "900", FACILITATOR_URL: facilitator.url },
       { chain: FreshTreasury }
     ))
 ).pipe(Layer.provideMerge(FacilitatorLive))
@@ -75,7 +76,7 @@ layer(App)("facilitator mode with a treasury key", (it) => {
         Effect.map(execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: `n${i}` } }), (r) => {
           expect(r.status, JSON.stringify(r.body)).toBe(502)
           return String(r.body.error?.details?.requestId)
-        }), { concurrency: 4 })
+        }), { concurrency: 1 }) // one at a time: the facilitator's own signer has no nonce manager (concurrent settles race it)
       expect((yield* Effect.promise(() => usdcBalance(payer.address))) - before).toBe(-4n * PRICE)
       // The retry windows close; each failed call owes its refund, which only the treasury key can pay.
       yield* TestClock.adjust(601_000)

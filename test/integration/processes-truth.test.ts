@@ -9,6 +9,7 @@ import { privateKeyToAccount } from "viem/accounts"
 import { randomBytes } from "node:crypto"
 import { type FakeAgent, startFakeAgent } from "../support/agents.js"
 import { devAccount, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
+import { signPayout } from "../support/payouts.js"
 import { ensureBundle } from "../support/servers.js"
 import { type Cluster, OPERATOR, readOnEach, registerThrough, seenByEach, startCluster, until } from "../support/twoProcesses.js"
 
@@ -131,8 +132,10 @@ describe("WEB_CONCURRENCY=2: every process sees the same truth (issue 25)", () =
     await seenByEach(cluster, balancePath, (a) => a.body.data?.available === "1.700000")
     const destination = privateKeyToAccount(`0x${randomBytes(32).toString("hex")}`).address.toLowerCase() as `0x${string}`
 
+    // Another address than the registered wallet: the owner signs the payout itself (docs/withdrawals.md).
+    const authorization = await signPayout(owner, { agentId, amount: 1_500_000n, destination })
     const accepted = await cluster.call("/api/v1/payments/withdraw", {
-      json: { agentId, amount: "1.50", destinationWallet: destination },
+      json: { agentId, amount: "1.50", destinationWallet: destination, authorization },
       headers: await walletAuth(owner, agentId)
     })
     expect(accepted.status).toBe(202)

@@ -74,7 +74,7 @@ const tempDir = Effect.acquireRelease(
   (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
 )
 
-/** A paid registration on the service's own devnet (the payer is dev account 2 there). */
+/** A paid registration on the service's own devnet (dev account 2 pays for its own wallet). */
 const register = (server: ServerProcess, rpcUrl: string) =>
   Effect.promise(async () => {
     const wallet = createWalletClient({ account: devAccount(2), chain: devnetChain(rpcUrl), transport: http(rpcUrl) }).extend(publicActions)
@@ -82,7 +82,7 @@ const register = (server: ServerProcess, rpcUrl: string) =>
     const response = await pay(`${server.baseUrl}/api/v1/agents`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify(registration(devAccount(1), { endpoints: { execution: "http://127.0.0.1:9/x" } }))
+      body: JSON.stringify(registration(devAccount(2), { endpoints: { execution: "http://127.0.0.1:9/x" } }))
     })
     const body = (await response.json()) as { data?: { id?: string } }
     if (response.status !== 201 || body.data?.id === undefined) throw new Error(`registration failed: ${response.status} ${JSON.stringify(body)}`)

@@ -34,7 +34,7 @@ layer(TestApp({ ALLOW_PRIVATE_URLS: "false", BACKGROUND_WORKERS: "false" }), { e
       const answer = yield* Effect.promise(() =>
         call(`${baseUrl}/api/v1/agents`, {
           method: "POST",
-          json: registration(devAccount(7), { endpoints: { execution: `http://${INTERNAL}:9/x` } }),
+          json: registration(payer, { endpoints: { execution: `http://${INTERNAL}:9/x` } }),
           headers: { "X-PAYMENT": header }
         }))
       expect(answer.status).toBe(400)
