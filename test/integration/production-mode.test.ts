@@ -5,16 +5,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { generateKeyPairSync } from "node:crypto"
-import { chmod, mkdtemp, rm } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { createPublicClient, http, parseAbiItem } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { fakeAgent } from "../support/agents.js"
 import { call, paidCall, walletAuth } from "../support/clients.js"
 import { registration } from "../support/fixtures.js"
 import { freshDatabase } from "../support/harness.js"
-import { untilProcesses } from "../support/processes.js"
+import { tempDataDir, untilProcesses } from "../support/processes.js"
 import { productionChain } from "../support/productionChain.js"
 import { echoCapability } from "../support/scenario.js"
 import { ensureBundle, serverProcess, type ServerProcess } from "../support/servers.js"
@@ -52,14 +49,7 @@ describe("production mode (CHAIN_RPC_URL, a fresh treasury key, our batcher)", (
       yield* Effect.promise(ensureBundle)
       const chain = yield* productionChain({ payers: 6, ...(blockTime === undefined ? {} : { blockTime }) })
       const db = yield* freshDatabase
-      const dataDir = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const dir = await mkdtemp(join(tmpdir(), "marketplace-production-"))
-          await chmod(dir, 0o755)
-          return dir
-        }),
-        (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-      )
+      const dataDir = yield* tempDataDir("marketplace-production-")
       const server = yield* serverProcess({
         DATABASE_URL: db.url,
         DATA_DIR: dataDir,

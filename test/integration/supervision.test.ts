@@ -4,10 +4,7 @@
 // everything down with it within seconds. Single process and WEB_CONCURRENCY=2, on the embedded defaults.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { chmod, mkdtemp, rm } from "node:fs/promises"
 import { readdirSync, readFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { createWalletClient, http, publicActions } from "viem"
 import { beforeAll } from "vitest"
 import { wrapFetchWithPayment } from "x402-fetch"
@@ -15,7 +12,7 @@ import { devnetChain } from "../../layers/devnet/anvil.js"
 import { freePort } from "../../layers/embeddedPostgres.js"
 import { call, devAccount } from "../support/clients.js"
 import { registration } from "../support/fixtures.js"
-import { untilProcesses } from "../support/processes.js"
+import { tempDataDir, untilProcesses } from "../support/processes.js"
 import { childrenOf, ensureBundle, type ServerProcess, serverProcess, untilHealthy } from "../support/servers.js"
 
 beforeAll(ensureBundle, 180_000)
@@ -65,14 +62,7 @@ const infrastructure = (procs: ReadonlyArray<Proc>) => procs.filter((p) => p.com
 /** The anvil and postmaster processes anywhere on the machine that serve `dataDir` (orphans included). */
 const servingDataDir = (dataDir: string) => processes().filter((p) => (p.comm === "anvil" || p.comm === "postgres") && p.args.includes(dataDir))
 
-const tempDir = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const dir = await mkdtemp(join(tmpdir(), "marketplace-supervision-"))
-    await chmod(dir, 0o755) // the postgres system user must reach the cluster inside
-    return dir
-  }),
-  (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-)
+const tempDir = tempDataDir("marketplace-supervision-")
 
 /** A paid registration on the service's own devnet (dev account 2 pays for its own wallet). */
 const register = (server: ServerProcess, rpcUrl: string) =>

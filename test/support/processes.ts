@@ -15,18 +15,22 @@ import type { ServerProcess } from "./servers.js"
 
 export const PROCESS_OPERATOR_TOKEN = "process-test-operator-token-0123456789"
 
+/** A data directory for a server process (the postgres system user must traverse it), removed with the scope. */
+export const tempDataDir = (prefix = "marketplace-processes-") =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const dir = await mkdtemp(join(tmpdir(), prefix))
+      await chmod(dir, 0o755)
+      return dir
+    }),
+    (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
+  )
+
 /** One test database, a data directory, and the settings every server process of the test shares. */
 export const sharedSettings = (extra: Record<string, string> = {}) =>
   Effect.gen(function* () {
     const db = yield* freshDatabase
-    const dataDir = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const dir = await mkdtemp(join(tmpdir(), "marketplace-processes-"))
-        await chmod(dir, 0o755)
-        return dir
-      }),
-      (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
-    )
+    const dataDir = yield* tempDataDir()
     const client = yield* Effect.acquireRelease(
       Effect.promise(async () => {
         const c = new pg.Client(db.url)
