@@ -68,6 +68,39 @@ export class Chain extends Context.Tag("Chain")<Chain, ChainShape>() {}
 /** Receipt polling: anvil mines at once, real chains need a slower poll. */
 const pollingIntervalFor = (mode: "devnet" | "rpc") => (mode === "devnet" ? 20 : 1_000)
 
+/**
+ * Bounds of every call through the chain's transport (docs/decisions.md "RPC faults"). On an RPC: each try at most
+ * `CHAIN_RPC_TIMEOUT_MS` (default 2.5 s), 2 retries of 429/5xx/timeouts with backoff 250 ms then 500 ms, a provider's
+ * Retry-After honoured up to 2 s: one call ends within 3 × 2.5 + 2 × 2 = 11.5 s at worst. The devnet (a local anvil)
+ * does not retry and gives each call 10 s.
+ */
+export const RPC_DEFAULT_TIMEOUT_MS = 2_500
+export const RPC_RETRY_COUNT = 2
+export const RPC_RETRY_DELAY_MS = 250
+export const RPC_MAX_RETRY_AFTER_SECONDS = 2
+const DEVNET_TIMEOUT_MS = 10_000
+
+/**
+ * fetch whose answers carry a Retry-After of at most RPC_MAX_RETRY_AFTER_SECONDS: viem waits whatever a provider asks
+ * before its retry, and a provider asking for a minute would hold a request past every bound.
+ */
+const cappedRetryAfter: typeof fetch = async (input, init) => {
+  const answer = await fetch(input, init)
+  const asked = answer.headers.get("retry-after")
+  if (asked === null) return answer
+  const seconds = Number.parseInt(asked, 10)
+  if (!Number.isNaN(seconds) && seconds <= RPC_MAX_RETRY_AFTER_SECONDS) return answer
+  const headers = new Headers(answer.headers)
+  headers.set("retry-after", String(RPC_MAX_RETRY_AFTER_SECONDS))
+  return new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers })
+}
+
+/** The transport every chain call goes through, bounded as above. */
+export const boundedTransport = (mode: "devnet" | "rpc", rpcUrl: string, timeoutMs = RPC_DEFAULT_TIMEOUT_MS) =>
+  mode === "devnet"
+    ? http(rpcUrl, { batch: false, retryCount: 0, timeout: DEVNET_TIMEOUT_MS })
+    : http(rpcUrl, { batch: false, retryCount: RPC_RETRY_COUNT, retryDelay: RPC_RETRY_DELAY_MS, timeout: timeoutMs, fetchFn: cappedRetryAfter })
+
 /** Builds the Chain service for an RPC endpoint; `devnet` allows the well-known dev keys. */
 export const connectChain = (options: {
   readonly mode: "devnet" | "rpc"
@@ -81,9 +114,11 @@ export const connectChain = (options: {
   readonly network?: string
   /** Default: the devnet's batcher in devnet mode (when deployed), none on an RPC. */
   readonly batcherAddress?: Option.Option<`0x${string}`>
+  /** Each try of an RPC call (rpc mode); default RPC_DEFAULT_TIMEOUT_MS. */
+  readonly rpcTimeoutMs?: number
 }) =>
   Effect.gen(function* () {
-    const probe = createPublicClient({ transport: http(options.rpcUrl, { retryCount: 2 }) })
+    const probe = createPublicClient({ transport: boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs) })
     const chainId = yield* Effect.tryPromise({
       try: () => probe.getChainId(),
       catch: (error) => new ChainStartError({ message: `chain RPC ${options.rpcUrl} did not answer: ${String(error)}` })
@@ -108,7 +143,7 @@ export const connectChain = (options: {
         message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, but x402 network "${network}" is chain id ${named[0]}: wrong chain`
       })
     }
-    const transport = http(options.rpcUrl, { batch: false, retryCount: options.mode === "devnet" ? 0 : 3 })
+    const transport = boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs)
     const pollingInterval = pollingIntervalFor(options.mode)
     const publicClient = createPublicClient({ chain, transport, pollingInterval })
     const [name, version] = yield* Effect.tryPromise({
@@ -242,9 +277,14 @@ const rpc = Effect.gen(function* () {
       Config.map((s) => getAddress(s))
     )
   )
+  const rpcTimeoutMs = yield* Config.integer("CHAIN_RPC_TIMEOUT_MS").pipe(
+    Config.withDefault(RPC_DEFAULT_TIMEOUT_MS),
+    Config.validate({ message: "CHAIN_RPC_TIMEOUT_MS must be between 500 and 10000", validation: (n) => n >= 500 && n <= 10_000 })
+  )
   return yield* connectChain({
     mode: "rpc",
     rpcUrl,
+    rpcTimeoutMs,
     usdcAddress: Option.getOrThrow(config.usdcAddress),
     signerKey: key,
     treasuryAddress: Option.some(keyAddress),

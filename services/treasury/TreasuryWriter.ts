@@ -91,15 +91,17 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
 
     /**
      * Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. A failure
-     * is retried twice and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
+     * is retried (twice on a devnet; by the transport on an RPC) and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
      * not a separate step in the machine (signed → mined is a valid path): it costs no database round trip.
      */
     const broadcast = (tx: { readonly id: string; readonly rawTx: string }, record: "always" | "failures" = "always") =>
       Effect.gen(function* () {
         const sent = yield* Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })).pipe(
           Effect.catchIf((e) => alreadyThere(e.error), () => Effect.void),
-          // At once, not on a schedule: a fault that outlasts two tries is the worker's to rebroadcast after the lease.
-          Effect.retry({ times: 2 }),
+          // At once, not on a schedule: a fault that outlasts the tries is the worker's to rebroadcast after the lease.
+          // On an RPC the transport already retries with backoff (layers/Chain.ts): retrying here too would multiply a
+          // hanging provider's wait past every bound.
+          Effect.retry({ times: chain.mode === "devnet" ? 2 : 0 }),
           Effect.either
         )
         const at = yield* Clock.currentTimeMillis

@@ -7,12 +7,22 @@ import { ok } from "./Envelope.js"
 export const Health = Schema.Struct({
   /**
    * `degraded`: serving, but the ledger's treasury disagrees with the chain (see `treasury`), or the treasury's ETH
-   * pays for fewer than TREASURY_GAS_LOW_TRANSACTIONS more transactions at current fees (see `gas`).
+   * pays for fewer than TREASURY_GAS_LOW_TRANSACTIONS more transactions at current fees (see `gas`), or the chain's
+   * RPC answers badly (see `chain.problem`). A chain RPC that does not answer within 1.5 s is a 503.
    */
   status: Schema.Literal("ok", "degraded"),
   mode: Schema.Literal("devnet", "rpc"),
   database: Schema.Literal("embedded", "external"),
-  chain: Schema.Struct({ chainId: Schema.Number, network: Schema.String, blockNumber: Schema.String, usdc: Schema.String, treasury: Schema.String }),
+  chain: Schema.Struct({
+    chainId: Schema.Number,
+    network: Schema.String,
+    /** The head the RPC answered; absent while it answers with errors. */
+    blockNumber: Schema.optional(Schema.String),
+    usdc: Schema.String,
+    treasury: Schema.String,
+    /** Present while the RPC answers badly: errors (429, 5xx, JSON-RPC errors) or a head behind one already seen. */
+    problem: Schema.optional(Schema.Struct({ kind: Schema.Literal("errors", "stale"), message: Schema.String }))
+  }),
   settlement: Schema.Literal("local", "facilitator"),
   /** The last reconciliation of the ledger's treasury with the chain (micro-USDC); absent until the first check. */
   treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),

@@ -3,6 +3,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
+import { makeChainProbe } from "../../layers/chainProbe.js"
 import { DatabaseInfo } from "../../layers/Pg.js"
 import { GasWatch } from "../../services/treasury/GasWatch.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
@@ -18,6 +19,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const reconciliation = yield* Reconciliation
     const gasWatch = yield* GasWatch
     const startedAt = yield* Clock.currentTimeMillis
+    const probeChain = yield* makeChainProbe(chain)
     const down = (what: string) => () =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
     return handlers.handle("health", () =>
@@ -25,25 +27,27 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         // Bounded: a paused or unreachable database answers 503 within about a second and a half, never hangs.
         // disconnect: the timeout answers at once instead of waiting for the interrupted query's cancel request.
         yield* sql`SELECT 1`.pipe(Effect.disconnect, Effect.timeoutFail({ duration: "1500 millis", onTimeout: down("database") }), Effect.mapError(down("database")))
-        const blockNumber = yield* Effect.tryPromise({ try: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }), catch: down("chain") }).pipe(
-          Effect.disconnect,
-          Effect.timeoutFail({ duration: "1500 millis", onTimeout: down("chain") })
-        )
+        // A chain that answers badly (errors, 429, a stale head) degrades; only one that does not answer is a 503:
+        // restarting a process does not fix a flaky provider.
+        const probe = yield* probeChain
+        if (probe._tag === "Down") return yield* down("chain")()
+        const blockNumber = probe.blockNumber
         const now = yield* Clock.currentTimeMillis
         const last = yield* reconciliation.status.pipe(Effect.disconnect, Effect.timeout("500 millis"), Effect.catchAllCause(() => Effect.succeed(Option.none())))
         const drifted = Option.isSome(last) && last.value.confirmed && last.value.drift !== 0n
         const gas = yield* gasWatch.status
         const gasLow = Option.isSome(gas) && gas.value.low
         return respond({
-          status: drifted || gasLow ? ("degraded" as const) : ("ok" as const),
+          status: drifted || gasLow || probe._tag === "Degraded" ? ("degraded" as const) : ("ok" as const),
           mode: chain.mode,
           database: database.mode,
           chain: {
             chainId: chain.chainId,
             network: chain.network,
-            blockNumber: blockNumber.toString(),
+            ...(blockNumber === undefined ? {} : { blockNumber: blockNumber.toString() }),
             usdc: chain.usdc.address,
-            treasury: chain.treasury
+            treasury: chain.treasury,
+            ...(probe._tag === "Degraded" ? { problem: { kind: probe.kind, message: probe.message } } : {})
           },
           settlement: chain.settlement,
           ...Option.match(last, {
