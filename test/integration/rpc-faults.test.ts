@@ -84,6 +84,7 @@ const recoverAll = Effect.gen(function* () {
     const [open] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM payments WHERE status NOT IN ('settled', 'failed')`
     if (open!.n === 0) return
   }
+  return yield* Effect.dieMessage("payments still held after five recovery passes")
 })
 
 /** What each payer paid the treasury on chain, against what the ledger settled for them. */
