@@ -100,7 +100,7 @@ describe("a whole-host crash on a chain that keeps going", () => {
       })
       yield* untilProcesses(Effect.sync(() => usual.length), (n) => n >= 48, 90_000)
       // The node holds settlements the service broadcast and has not mined yet: they are lost with the host.
-      const pool = yield* Effect.promise(() => anvil.getTxpoolStatus())
+      const pool = yield* untilProcesses(Effect.promise(() => anvil.getTxpoolStatus()), (p) => p.pending > 0, 10_000)
       stop = true
       expect(yield* killHard(first)).toMatchObject({ signal: "SIGKILL" })
       yield* Effect.promise(() => fetch(rpcUrl, {
@@ -117,6 +117,10 @@ describe("a whole-host crash on a chain that keeps going", () => {
       const second = yield* serverProcess(env)
       const startMs = Date.now() - restartedAt
       expect(second.healthSeen.filter((s) => s !== "ok")).toEqual([])
+      // The start sent again what the dead process had not seen mined (one line, with its count and time).
+      const resent = /treasury at start: (\d+) of (\d+) unfinished transactions[^\n]*/.exec(second.output())
+      console.log(`crash-restart: ${resent?.[0] ?? "no treasury line at start"}`)
+      expect(Number(resent?.[2] ?? 0)).toBeGreaterThan(0)
       const db = yield* embeddedDatabase(dataDir)
       const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
         Effect.promise(() => db.query<R>(text, [...values]).then((r) => r.rows))
