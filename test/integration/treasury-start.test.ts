@@ -19,9 +19,12 @@ const transferEvent = parseAbiItem("event Transfer(address indexed from, address
 /** Our clock starts at the real time (payments are signed against it), then only the test moves it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
-/** Transfers of `amount` from the treasury to `to` mined since `fromBlock`. */
-const treasuryTransfersTo = (to: `0x${string}`, amount: bigint, fromBlock: bigint) =>
-  Effect.promise(() => publicClient().getLogs({ event: transferEvent, args: { from: TREASURY, to }, fromBlock, toBlock: "latest" })).pipe(
+/**
+ * Transfers of `amount` from the treasury to `to` mined after block `after` (the block read at the test's start may
+ * hold an earlier test file's last refund to the same dev account).
+ */
+const treasuryTransfersTo = (to: `0x${string}`, amount: bigint, after: bigint) =>
+  Effect.promise(() => publicClient().getLogs({ event: transferEvent, args: { from: TREASURY, to }, fromBlock: after + 1n, toBlock: "latest" })).pipe(
     Effect.map((logs) => logs.filter((l) => l.args.value === amount))
   )
 
