@@ -40,34 +40,44 @@ const postgresServing = (dataDir: string) =>
 const health = (baseUrl: string) =>
   Effect.promise(() => call(`${baseUrl}/health`).then((r) => r.status).catch(() => 0))
 
+/**
+ * The service on its own embedded PostgreSQL (the run's devnet): the postmaster is SIGKILLed, and a new server (the
+ * supervisor's), not the old one limping on, must answer healthy with the data within 15 s.
+ */
+const embeddedDies = (extra: Record<string, string>) =>
+  Effect.gen(function* () {
+    const dataDir = yield* tempDataDir("marketplace-pgdeath-")
+    yield* Effect.addFinalizer(() => Effect.sync(() => postgresServing(dataDir).forEach((pid) => process.kill(pid, "SIGKILL"))))
+    const server = yield* serverProcess({ DATA_DIR: dataDir, DEVNET_RPC_URL: inject("rpcUrl"), OPERATOR_TOKEN: PROCESS_OPERATOR_TOKEN, ...extra })
+    const agentId = yield* registerAgentAt(server, devAccount(1), "http://127.0.0.1:9/x")
+    const first = serverPidOf(server)!
+    const [postmaster] = postmastersOf(first)
+    expect(postmaster).toBeDefined()
+
+    const killedAt = Date.now()
+    process.kill(postmaster!, "SIGKILL")
+    // A new server (the supervisor's), not the old one limping on, answers healthy.
+    yield* untilProcesses(Effect.sync(() => serverPidOf(server)), (pid) => pid !== undefined && pid !== first, 15_000)
+    yield* untilHealthy(server, 15_000 - (Date.now() - killedAt))
+    const backMs = Date.now() - killedAt
+    console.log(`postgres death (${JSON.stringify(extra)}): healthy again ${backMs} ms after the postmaster was killed`)
+    expect(backMs).toBeLessThan(15_000)
+    expect(server.output()).toContain(`the embedded PostgreSQL died (signal SIGKILL); exiting with code ${EMBEDDED_POSTGRES_DIED_EXIT}`)
+    expect(server.output()).toContain(`died (exit code ${EMBEDDED_POSTGRES_DIED_EXIT})`)
+
+    // Same data: the agent registered before the kill, in the cluster PostgreSQL recovered from its WAL.
+    const read = yield* Effect.promise(() => call(`${server.baseUrl}/api/v1/agents/${agentId}`))
+    expect(read.status).toBe(200)
+    expect(read.body.data).toMatchObject({ id: agentId })
+    expect(postmastersOf(serverPidOf(server)!)).toHaveLength(1)
+  })
+
 describe("the database dies under the service", () => {
   it.scopedLive("the embedded PostgreSQL SIGKILLed: the server exits non-zero and the supervisor has it back healthy on its port with its data within 15 s", () =>
-    Effect.gen(function* () {
-      const dataDir = yield* tempDataDir("marketplace-pgdeath-")
-      yield* Effect.addFinalizer(() => Effect.sync(() => postgresServing(dataDir).forEach((pid) => process.kill(pid, "SIGKILL"))))
-      const server = yield* serverProcess({ DATA_DIR: dataDir, DEVNET_RPC_URL: inject("rpcUrl"), OPERATOR_TOKEN: PROCESS_OPERATOR_TOKEN })
-      const agentId = yield* registerAgentAt(server, devAccount(1), "http://127.0.0.1:9/x")
-      const first = serverPidOf(server)!
-      const [postmaster] = postmastersOf(first)
-      expect(postmaster).toBeDefined()
+    embeddedDies({}), { timeout: 120_000 })
 
-      const killedAt = Date.now()
-      process.kill(postmaster!, "SIGKILL")
-      // A new server (the supervisor's), not the old one limping on, answers healthy.
-      yield* untilProcesses(Effect.sync(() => serverPidOf(server)), (pid) => pid !== undefined && pid !== first, 15_000)
-      yield* untilHealthy(server, 15_000 - (Date.now() - killedAt))
-      const backMs = Date.now() - killedAt
-      console.log(`postgres death: healthy again ${backMs} ms after the postmaster was killed`)
-      expect(backMs).toBeLessThan(15_000)
-      expect(server.output()).toContain(`the embedded PostgreSQL died (signal SIGKILL); exiting with code ${EMBEDDED_POSTGRES_DIED_EXIT}`)
-      expect(server.output()).toMatch(/died \(exit code 75\)/)
-
-      // Same data: the agent registered before the kill, in the cluster PostgreSQL recovered from its WAL.
-      const read = yield* Effect.promise(() => call(`${server.baseUrl}/api/v1/agents/${agentId}`))
-      expect(read.status).toBe(200)
-      expect(read.body.data).toMatchObject({ id: agentId })
-      expect(postmastersOf(serverPidOf(server)!)).toHaveLength(1)
-    }), { timeout: 120_000 })
+  it.scopedLive("WEB_CONCURRENCY=2: the primary's embedded PostgreSQL SIGKILLed: the primary exits non-zero, its workers with it, and all are back within 15 s", () =>
+    embeddedDies({ WEB_CONCURRENCY: "2" }), { timeout: 120_000 })
 
   it.scopedLive("an external DATABASE_URL whose server is SIGKILLed: the service stays up and answers 503, it does not exit", () =>
     Effect.gen(function* () {
