@@ -3,6 +3,7 @@ import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Config, Data, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import cluster from "node:cluster"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -68,6 +69,8 @@ const embedded = Effect.gen(function* () {
     Effect.flatMap((how) =>
       signalled ? Effect.void : Effect.sync(() => {
         console.error(`agent marketplace (pid ${process.pid}): the embedded PostgreSQL died (${how}); exiting with code ${EMBEDDED_POSTGRES_DIED_EXIT} to be restarted with it`)
+        // WEB_CONCURRENCY > 1: the workers would spend the supervisor's grace on a shutdown against a dead database.
+        for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
         process.exit(EMBEDDED_POSTGRES_DIED_EXIT)
       })),
     Effect.forkScoped

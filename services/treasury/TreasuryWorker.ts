@@ -63,7 +63,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       if (Option.isNone(writer.address)) return
       yield* writer.syncNonce
       const startedAt = yield* Clock.currentTimeMillis
-      const open = yield* repo.unfinishedOf(writer.address.value, 1_000).pipe(Effect.orDie)
+      const open = yield* repo.unfinishedOf(writer.address.value, 1_000)
       let sent = 0
       for (const tx of open) {
         // A node that refuses (or does not answer) now refuses the rest too: the worker sends them after their leases.

@@ -57,8 +57,10 @@ const embeddedDies = (extra: Record<string, string>) =>
     const killedAt = Date.now()
     process.kill(postmaster!, "SIGKILL")
     // A new server (the supervisor's), not the old one limping on, answers healthy.
-    yield* untilProcesses(Effect.sync(() => serverPidOf(server)), (pid) => pid !== undefined && pid !== first, 15_000)
-    yield* untilHealthy(server, 15_000 - (Date.now() - killedAt))
+    yield* untilProcesses(Effect.sync(() => serverPidOf(server)), (pid) => pid !== undefined && pid !== first, 15_000).pipe(
+      Effect.zipRight(Effect.suspend(() => untilHealthy(server, 15_000 - (Date.now() - killedAt)))),
+      Effect.tapDefect(() => Effect.sync(() => console.log(`the service's output:\n${server.output().slice(-4_000)}`)))
+    )
     const backMs = Date.now() - killedAt
     console.log(`postgres death (${JSON.stringify(extra)}): healthy again ${backMs} ms after the postmaster was killed`)
     expect(backMs).toBeLessThan(15_000)
