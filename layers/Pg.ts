@@ -3,6 +3,7 @@ import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Config, Data, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
+import cluster from "node:cluster"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -41,6 +42,9 @@ const clientOptions = {
   applicationName: "agent-marketplace"
 } as const
 
+/** The exit code of a server whose embedded PostgreSQL died (any non-zero code makes the supervisor restart it). */
+export const EMBEDDED_POSTGRES_DIED_EXIT = 75
+
 const embedded = Effect.gen(function* () {
   const config = yield* AppConfig
   const server = yield* Effect.acquireRelease(
@@ -49,6 +53,27 @@ const embedded = Effect.gen(function* () {
       catch: (error) => new DatabaseStartError({ message: `embedded PostgreSQL failed to start: ${String(error)}` })
     }),
     (server) => Effect.promise(() => server.stop())
+  )
+  // Our own PostgreSQL died under us (killed, crashed): every request would answer 503 until someone noticed. Exit
+  // non-zero instead, so the supervisor (`npm start`) or the process manager stops the group and starts the service
+  // again, which starts PostgreSQL on the same data (crash recovery from its WAL, a stale postmaster.pid cleared).
+  // Ctrl-C in a terminal reaches PostgreSQL too (same process group): a death that follows a stop signal is a stop.
+  let signalled = false
+  const onSignal = () => void (signalled = true)
+  yield* Effect.acquireRelease(
+    Effect.sync(() => ["SIGINT", "SIGTERM"].forEach((s) => process.once(s, onSignal))),
+    () => Effect.sync(() => ["SIGINT", "SIGTERM"].forEach((s) => process.off(s, onSignal)))
+  )
+  yield* Effect.promise(() => server.died).pipe(
+    Effect.delay(Duration.millis(500)),
+    Effect.flatMap((how) =>
+      signalled ? Effect.void : Effect.sync(() => {
+        console.error(`agent marketplace (pid ${process.pid}): the embedded PostgreSQL died (${how}); exiting with code ${EMBEDDED_POSTGRES_DIED_EXIT} to be restarted with it`)
+        // WEB_CONCURRENCY > 1: the workers would spend the supervisor's grace on a shutdown against a dead database.
+        for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill("SIGKILL")
+        process.exit(EMBEDDED_POSTGRES_DIED_EXIT)
+      })),
+    Effect.forkScoped
   )
   return { url: Redacted.make(server.url), dataDir: server.databaseDir }
 })

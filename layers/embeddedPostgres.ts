@@ -20,6 +20,11 @@ export interface EmbeddedPostgres {
   /** Where the cluster lives (differs from the requested directory when it had to move; see pgAccess.ts). */
   readonly databaseDir: string
   readonly stop: () => Promise<void>
+  /**
+   * Resolves (with how it ended) when the server exits without `stop()` having been called: killed, crashed, shut
+   * down by someone else. Never resolves otherwise.
+   */
+  readonly died: Promise<string>
 }
 
 export interface EmbeddedPostgresOptions {
@@ -114,6 +119,10 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
   live.add(child)
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
   let stopping: Promise<void> | undefined
+  const died = new Promise<string>((resolve) =>
+    child.once("exit", (code, signal) => {
+      if (stopping === undefined) resolve(signal === null ? `exit code ${code ?? "?"}` : `signal ${signal}`)
+    }))
   const stop = () =>
     (stopping ??= (async () => {
       // SIGINT: PostgreSQL's "fast" shutdown (roll back open transactions, checkpoint, exit).
@@ -147,6 +156,7 @@ export const startEmbeddedPostgres = async (options: EmbeddedPostgresOptions): P
     port,
     databaseDir: dataDir,
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`,
-    stop
+    stop,
+    died
   }
 }

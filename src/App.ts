@@ -87,12 +87,15 @@ const WorkersLive = Layer.unwrapEffect(
       : Layer.empty)
 )
 
-/** At start: the treasury's nonce catches up with the chain and the ledger's treasury gets its opening balance. */
+/**
+ * At start: the treasury's nonce catches up with the chain, unfinished treasury transactions are sent again (nothing
+ * waits behind a nonce a killed process left unsent) and the ledger's treasury gets its opening balance.
+ */
 const TreasuryStartLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const worker = yield* TreasuryWorker
     const reconciliation = yield* Reconciliation
-    yield* worker.start.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury nonce sync: ${e.message}`)))
+    yield* worker.start.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury start (nonce sync, rebroadcast): ${e.message}`)))
     yield* reconciliation.open.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury opening balance: ${e.message}`)))
   })
 )

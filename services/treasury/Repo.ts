@@ -91,6 +91,11 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
                      ORDER BY nonce LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING *`).pipe(Effect.map((r) => [...r].sort((a, b) => (a.nonce < b.nonce ? -1 : a.nonce > b.nonce ? 1 : 0))))
 
+    /** The signer's unfinished transactions, whatever their lease, lowest nonce first (the start's rebroadcast). */
+    const unfinishedOf = (signer: string, limit: number) =>
+      rows(sql`SELECT * FROM treasury_txs WHERE signer = ${signer.toLowerCase()} AND state IN ('signed', 'broadcast')
+               ORDER BY nonce LIMIT ${limit}`)
+
     /** Keeps a transaction leased to this process while it waits for its receipt. */
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE treasury_txs SET lease_until = ${until} WHERE id = ${id} AND state IN ('signed', 'broadcast')`.pipe(Effect.asVoid)
@@ -118,6 +123,6 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         Effect.map((r) => r.length === 1)
       )
 
-    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, renewLease, gaps, nextNonce, replaceStatement } as const
+    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

@@ -1,6 +1,6 @@
 // The treasury worker: sends queued refunds and payouts, follows every unfinished treasury transaction to its receipt (rebroadcasting
 // the stored bytes), hands each outcome to its purpose, and fills nonce gaps. Leases let several processes share it.
-import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Payments } from "../payments/Payments.js"
 import { Refunds } from "../refunds/Refunds.js"
 import { Withdrawals } from "../withdrawals/Withdrawals.js"
@@ -51,8 +51,34 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       return sent + followed + filled
     }).pipe(Effect.withSpan("TreasuryWorker.processDue"))
 
-    /** At start: our nonce row catches up with the chain (fresh database or an older version's transactions). */
-    const start = writer.enabled ? writer.syncNonce : Effect.void
+    /**
+     * At start, before serving: our nonce row catches up with the chain (fresh database or an older version's
+     * transactions); then the stored bytes of every unfinished transaction of our signer are sent again in nonce order,
+     * whatever its lease, and nonces with no transaction are filled. A process killed between signing and broadcasting
+     * (or a node that lost its pool) otherwise leaves every new transaction waiting behind that nonce until the lease
+     * runs out (30 s, then one pass per transaction). The same bytes sent again are harmless: one transaction per nonce.
+     * Leases are left alone (a live process may still be waiting for a receipt): booking stays the worker's.
+     */
+    const start = Effect.gen(function* () {
+      if (Option.isNone(writer.address)) return
+      yield* writer.syncNonce
+      const startedAt = yield* Clock.currentTimeMillis
+      const open = yield* repo.unfinishedOf(writer.address.value, 1_000)
+      let sent = 0
+      for (const tx of open) {
+        // A node that refuses (or does not answer) now refuses the rest too: the worker sends them after their leases.
+        if (!(yield* writer.broadcast(tx, "failures"))) break
+        sent++
+      }
+      const filled = yield* writer.repairGaps
+      if (open.length > 0 || filled > 0) {
+        const ms = (yield* Clock.currentTimeMillis) - startedAt
+        yield* Effect.logWarning(
+          `treasury at start: ${sent} of ${open.length} unfinished transactions sent again from their stored bytes` +
+            (open.length > 0 ? ` (nonces ${open[0]!.nonce}-${open[open.length - 1]!.nonce})` : "") + `, ${filled} nonce gaps filled, in ${ms} ms`
+        )
+      }
+    }).pipe(Effect.withSpan("TreasuryWorker.start"))
 
     return { processDue, start, reconcile: reconciliation.check } as const
   }),

@@ -350,7 +350,10 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       yield* repo.ensureSigner(s.account.address, next)
     })
 
-    return { submit, awaitReceipt, observe, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer) } as const
+    return {
+      submit, awaitReceipt, observe, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer),
+      address: Option.map(signer, (x) => x.account.address)
+    } as const
   }),
   dependencies: [TreasuryRepo.Default, MachineHost.Default]
 }) {}

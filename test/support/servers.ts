@@ -22,6 +22,8 @@ export interface ServerProcess {
   readonly baseUrl: string
   readonly output: () => string
   readonly exited: Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+  /** Every `/health` status the start-up wait read once the server answered ("ok", "degraded", ...), in order. */
+  readonly healthSeen: Array<string>
 }
 
 /** Builds the bundle the start script runs, when a source changed (once per run, before timed tests). */
@@ -43,7 +45,7 @@ const launch = (port: number, env: Record<string, string>): ServerProcess => {
   child.stdout?.on("data", (c: Buffer) => (out += c.toString("utf8")))
   child.stderr?.on("data", (c: Buffer) => (out += c.toString("utf8")))
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })))
-  return { child, baseUrl: `http://127.0.0.1:${port}`, output: () => out, exited }
+  return { child, baseUrl: `http://127.0.0.1:${port}`, output: () => out, exited, healthSeen: [] }
 }
 
 /** Polls /health until "ok" (within `ms`); fails at once if the process exits. */
@@ -57,6 +59,7 @@ const healthy = async (server: ServerProcess, ms: number) => {
     const status = await fetch(`${server.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) })
       .then(async (r) => (r.ok ? ((await r.json()) as { data?: { status?: string } }).data?.status : undefined))
       .catch(() => undefined)
+    if (status !== undefined) server.healthSeen.push(status)
     if (status === "ok") return
     await new Promise((r) => setTimeout(r, 50))
   }
