@@ -20,7 +20,7 @@ const transferEvent = parseAbiItem("event Transfer(address indexed from, address
 /** Our clock starts at the real time (payments are signed against it), then only the test moves it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
-/** Transfers of `amount` from the treasury to `to` mined since `fromBlock`. */
+/** Transfers of `amount` from the treasury to `to` mined since `fromBlock` (pass the block after the test's start: the start block may hold an earlier file's transfer). */
 const treasuryTransfersTo = (to: `0x${string}`, amount: bigint, fromBlock: bigint) =>
   Effect.promise(() =>
     publicClient().getLogs({ address: undefined, event: transferEvent, args: { from: TREASURY, to }, fromBlock, toBlock: "latest" })
@@ -70,7 +70,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "60
         expect(rows.every((r) => r.status === "confirmed")).toBe(true)
         expect(new Set(rows.map((r) => r.txHash)).size).toBe(50)
         expect((yield* Effect.promise(() => usdcBalance(payer.address))) - before).toBe(50n * PRICE)
-        expect(yield* treasuryTransfersTo(payer.address, PRICE, startBlock)).toHaveLength(50)
+        expect(yield* treasuryTransfersTo(payer.address, PRICE, startBlock + 1n)).toHaveLength(50)
         const statuses = yield* sql<{ status: string }>`SELECT status FROM executions WHERE id IN ${sql.in(ids)}`
         expect(statuses.every((s) => s.status === "refunded")).toBe(true)
         expect(yield* ledgerMatchesChain).toBe(0n)
@@ -112,7 +112,7 @@ layer(
       const rows = yield* sql<{ status: string }>`SELECT status FROM refunds WHERE execution_id IN ${sql.in(ids)}`
       expect(rows.map((r) => r.status)).toEqual(["confirmed", "confirmed", "confirmed"])
       expect(yield* sql`SELECT 1 FROM treasury_txs WHERE purpose = 'refund'`).toHaveLength(3)
-      expect(yield* treasuryTransfersTo(payer.address, PRICE, startBlock)).toHaveLength(3)
+      expect(yield* treasuryTransfersTo(payer.address, PRICE, startBlock + 1n)).toHaveLength(3)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 
