@@ -2,11 +2,13 @@
 // rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Clock, Config, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
-import { type Hex, isHex, keccak256, parseTransaction, type TransactionReceipt } from "viem"
+import { type Hex, isHex, keccak256, type TransactionReceipt } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import { MachineHost } from "../../machines/Host.js"
 import { newId } from "../../src/domain/Ids.js"
 import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
+import { type Fees, feeSource, maxFeeCeiling } from "./fees.js"
+import { replacer } from "./replace.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 
@@ -37,31 +39,14 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     /** How long a request waits for its receipt before leaving the transaction to the worker. */
     const receiptWaitMs = yield* Config.integer("TREASURY_RECEIPT_WAIT_MS").pipe(Config.withDefault(60_000))
     /** The most the treasury signs per gas, first signature or replacement: a fee spike past it waits (and is logged). */
-    const maxFeeCeiling = BigInt(yield* Config.integer("TREASURY_MAX_FEE_PER_GAS_GWEI").pipe(
-      Config.withDefault(500),
-      Config.validate({ message: "TREASURY_MAX_FEE_PER_GAS_GWEI must be a positive integer", validation: (n) => n > 0 })
-    )) * 1_000_000_000n
-
-    // Fees change slowly; one read serves many signatures (with headroom so a rising base fee does not strand them).
-    let fees: { readonly at: number; readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint } | undefined
-    const currentFees = Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      if (fees !== undefined && now - fees.at < 10_000) return fees
-      const estimate = yield* Effect.tryPromise({
-        try: () => chain.publicClient.estimateFeesPerGas(),
-        catch: (error) => new TreasuryError({ message: `fee estimate failed: ${String(error).slice(0, 200)}` })
-      })
-      const maxFeePerGas = estimate.maxFeePerGas * 2n > maxFeeCeiling ? maxFeeCeiling : estimate.maxFeePerGas * 2n
-      fees = { at: now, maxFeePerGas, maxPriorityFeePerGas: estimate.maxPriorityFeePerGas > maxFeePerGas ? maxFeePerGas : estimate.maxPriorityFeePerGas }
-      return fees
-    })
+    const ceiling = yield* maxFeeCeiling
+    const currentFees = feeSource(chain, ceiling).pipe(Effect.mapError((e) => new TreasuryError({ message: e.message })))
 
     const requireSigner = Option.match(signer, {
       onNone: () => Effect.fail(new TreasuryError({ message: "no treasury signer is configured (facilitator mode)" })),
       onSome: Effect.succeed
     })
 
-    type Fees = { readonly maxFeePerGas: bigint; readonly maxPriorityFeePerGas: bigint }
     const signAt = (nonce: bigint, to: `0x${string}`, data: Hex | undefined, gas: bigint, fee: Fees) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
@@ -223,57 +208,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         return Option.none<TransactionReceipt>()
       })
 
-    /**
-     * Re-signs a transaction the chain's fees have left behind (its max fee below the latest base fee plus the priority
-     * fee of the moment): same nonce, recipient, data and gas, fees from the chain and at least 12.5% above the old ones
-     * (what nodes require of a replacement), never above TREASURY_MAX_FEE_PER_GAS_GWEI. The row keeps the bytes it
-     * replaces (either may be mined: the nonce lets only one through, so nothing is paid twice).
-     */
-    const replaceIfUnderpriced = (tx: TreasuryTxRow) =>
-      Effect.gen(function* () {
-        const old = parseTransaction(asHex(tx.rawTx))
-        if (old.type !== "eip1559" || old.maxFeePerGas === undefined || old.maxPriorityFeePerGas === undefined || old.to == null || old.gas === undefined) {
-          return Option.none<TreasuryTxRow>()
-        }
-        const [block, estimate] = yield* Effect.all([
-          Effect.tryPromise(() => chain.publicClient.getBlock({ blockTag: "latest" })),
-          Effect.tryPromise(() => chain.publicClient.estimateFeesPerGas())
-        ]).pipe(Effect.mapError((e) => new ChainReadError({ message: `fees: ${String(e.error).slice(0, 200)}` })))
-        const baseFee = block.baseFeePerGas ?? 0n
-        if (old.maxFeePerGas >= baseFee + estimate.maxPriorityFeePerGas) return Option.none<TreasuryTxRow>()
-        const bump = (fee: bigint) => fee + fee / 8n + 1n
-        const wantedMax = [bump(old.maxFeePerGas), baseFee * 2n + estimate.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b))
-        if (bump(old.maxFeePerGas) > maxFeeCeiling) {
-          yield* Effect.logWarning("treasury transaction underpriced, and a replacement would pass the fee ceiling: it waits for fees to fall", {
-            txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), hash: tx.txHash, baseFee: baseFee.toString(), ceiling: maxFeeCeiling.toString()
-          })
-          return Option.none<TreasuryTxRow>()
-        }
-        const maxFeePerGas = wantedMax > maxFeeCeiling ? maxFeeCeiling : wantedMax
-        const wantedPriority = [bump(old.maxPriorityFeePerGas), estimate.maxPriorityFeePerGas].reduce((a, b) => (a > b ? a : b))
-        const fee = { maxFeePerGas, maxPriorityFeePerGas: wantedPriority > maxFeePerGas ? maxFeePerGas : wantedPriority }
-        const { raw, hash } = yield* signAt(tx.nonce, old.to, old.data, old.gas, fee)
-        const at = yield* Clock.currentTimeMillis
-        const replaced = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            if (!(yield* repo.replaceStatement(tx.id, tx.txHash, raw, hash))) return false
-            yield* host.deliverNow("treasury", tx.id, {
-              type: "REPLACED",
-              at,
-              hash,
-              maxFeePerGas: maxFeePerGas.toString(),
-              reason: `base fee ${baseFee} wei passed the signed max fee ${old.maxFeePerGas}`
-            })
-            return true
-          })
-        ).pipe(Effect.orDie)
-        if (!replaced) return Option.none<TreasuryTxRow>()
-        yield* Effect.logWarning("treasury transaction replaced with higher fees", {
-          txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, hash,
-          maxFeePerGas: maxFeePerGas.toString(), previousMaxFeePerGas: old.maxFeePerGas.toString(), baseFee: baseFee.toString()
-        })
-        return Option.some<TreasuryTxRow>({ ...tx, rawTx: raw, txHash: hash, replacedHashes: [...tx.replacedHashes, tx.txHash] })
-      })
+    const replaceIfUnderpriced = replacer({ sql, chain, repo, host, signAt, ceiling })
 
     /**
      * Where an unfinished transaction stands on chain: mined (any of its bytes), dropped (its nonce went to another), or
