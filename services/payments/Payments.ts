@@ -53,16 +53,16 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
      * the treasury exactly (a facilitator that answers success for a payment that is not on chain gets no call through),
      * and any failure is looked up too, since someone else may have submitted the authorization (a front-runner, or the
      * facilitator itself before its answer was lost): no execution completes without money, no money stays without an
-     * outcome. Only an authorization the chain shows unused, still valid and covered is failed on the facilitator's word.
+     * outcome. While the chain shows the authorization unused, still valid and covered, even a refusal is not final: a
+     * facilitator also refuses for its own faults (its signer's nonces, its RPC), so the payment is held and tried again
+     * until it settles or the chain says it never can (used elsewhere, expired, funds gone: `lookUp` fails it then).
      */
     const settleThroughFacilitator = (p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement, ChainReadError> =>
       Effect.gen(function* () {
         const answer = yield* Effect.either(verifier.settle(p, requirements))
         const found = yield* lookUp(chain, p, Option.none())
         if (found.outcome._tag !== "Pending") return found
-        if (answer._tag === "Right") return pending(`the facilitator reported ${answer.right}, which the chain does not show yet`)
-        const error = answer.left
-        return error.final ? { outcome: { _tag: "Failed", reason: error.reason, message: error.message }, tx: Option.none() } : pending(error.message)
+        return pending(answer._tag === "Right" ? `the facilitator reported ${answer.right}, which the chain does not show yet` : answer.left.message)
       })
 
     /** Moves the money on chain and says what happened; records nothing but the treasury transaction itself. */
