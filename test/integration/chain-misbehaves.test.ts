@@ -2,15 +2,14 @@
 // spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
 // dropped from the mempool is sent again with the same bytes. Ledger = chain after each.
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Context, Effect, Fiber, Layer, TestClock } from "effect"
 import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
-import { Chain, connectChain } from "../../layers/Chain.js"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
-import { type ProductionChain, productionChain } from "../support/productionChain.js"
+import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
@@ -24,16 +23,7 @@ const App = Layer.unwrapScoped(
   Effect.map(Own, (own) =>
     TestApp(
       { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
-      {
-        chain: Layer.effect(Chain, connectChain({
-          mode: "devnet",
-          rpcUrl: own.rpcUrl,
-          usdcAddress: own.usdc,
-          signerKey: Option.some(own.treasuryKey),
-          treasuryAddress: Option.none(),
-          batcherAddress: Option.some(own.batcher)
-        }))
-      }
+      { chain: chainOn(own, "devnet") }
     ))
 ).pipe(Layer.provideMerge(OwnLive))
 

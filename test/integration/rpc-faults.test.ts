@@ -2,10 +2,9 @@
 // stale head or loses the answer to a send. /health degrades (and is 503 only when nothing answers), paid calls answer
 // within their bound, and every accepted payment and every refund moves money exactly once: ledger = chain.
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Option, TestClock } from "effect"
+import { Context, Effect, Layer, TestClock } from "effect"
 import { createPublicClient, createTestClient, http } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
-import { Chain, connectChain } from "../../layers/Chain.js"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Payments } from "../../services/payments/Payments.js"
@@ -14,7 +13,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { call } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
-import { type ProductionChain, productionChain } from "../support/productionChain.js"
+import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { type RpcProxy, rpcProxy } from "../support/rpcProxy.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
@@ -29,16 +28,7 @@ const App = Layer.unwrapScoped(
   Effect.map(Effect.all([Own, Proxy]), ([own, proxy]) =>
     TestApp(
       { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "3000", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
-      {
-        chain: Layer.effect(Chain, connectChain({
-          mode: "rpc",
-          rpcUrl: proxy.url,
-          usdcAddress: own.usdc,
-          signerKey: Option.some(own.treasuryKey),
-          treasuryAddress: Option.none(),
-          batcherAddress: Option.some(own.batcher)
-        }))
-      }
+      { chain: chainOn(own, "rpc", proxy.url) }
     ))
 ).pipe(Layer.provideMerge(ProxyLive))
 

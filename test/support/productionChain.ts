@@ -1,10 +1,11 @@
 // A chain as an operator meets it in production, on this machine: an anvil of the test's own (automine, or blocks
 // every N seconds), a USDC token deployed for the run by a fresh key, payers funded with it, the SettlementBatcher
 // deployed by our deploy command, and a freshly generated treasury key with gas. No anvil dev key signs anything.
-import { Effect } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { createPublicClient, createTestClient, createWalletClient, type Hex, http, parseEther } from "viem"
 import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { deployBatcher } from "../../layers/batcherDeploy.js"
+import { Chain, connectChain } from "../../layers/Chain.js"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { spawnAnvil } from "../../layers/devnet/process.js"
 import { shippedTestUsdc } from "../../layers/devnet/testUsdc.generated.js"
@@ -67,3 +68,14 @@ export const productionChain = (options: { readonly blockTime?: number; readonly
       })
     )
   )
+
+/** The service's chain on `own`'s token, batcher and treasury key, reached at `rpcUrl` (the anvil, or a proxy before it). */
+export const chainOn = (own: ProductionChain, mode: "devnet" | "rpc", rpcUrl: string = own.rpcUrl) =>
+  Layer.effect(Chain, connectChain({
+    mode,
+    rpcUrl,
+    usdcAddress: own.usdc,
+    signerKey: Option.some(own.treasuryKey),
+    treasuryAddress: Option.none(),
+    batcherAddress: Option.some(own.batcher)
+  }))
