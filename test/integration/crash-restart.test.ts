@@ -6,7 +6,7 @@
 // completed, and the reconciliation reads zero drift.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import pg from "pg"
 import { createTestClient, http } from "viem"
@@ -14,7 +14,7 @@ import { beforeAll, inject } from "vitest"
 import { devnetChain } from "../../layers/devnet/anvil.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance } from "../support/clients.js"
-import { PROCESS_OPERATOR_TOKEN, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
+import { PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
 import { ensureBundle, killHard, type ServerProcess, serverProcess } from "../support/servers.js"
 
 beforeAll(ensureBundle, 180_000)
@@ -26,16 +26,6 @@ const UNFINISHED = `
        + (SELECT count(*) FROM refunds WHERE status IN ('pending', 'submitted'))::int
        + (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast'))::int AS n`
 
-/** Every postgres process serving `dataDir` (left only when a test fails half way). */
-const postgresServing = (dataDir: string) =>
-  readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((entry) => {
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, "utf8")
-      return args.includes("postgres") && args.includes(dataDir) ? [Number(entry)] : []
-    } catch {
-      return []
-    }
-  })
 
 /** A connection to the service's own embedded PostgreSQL (its port in postmaster.pid, its password beside the cluster). */
 const embeddedDatabase = (dataDir: string) =>

@@ -4,13 +4,13 @@
 // that blips must not take the service down with it).
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { beforeAll, inject } from "vitest"
 import { startEmbeddedPostgres } from "../../layers/embeddedPostgres.js"
 import { EMBEDDED_POSTGRES_DIED_EXIT } from "../../layers/Pg.js"
 import { call, devAccount } from "../support/clients.js"
-import { PROCESS_OPERATOR_TOKEN, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
+import { PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
 import { childrenOf, ensureBundle, serverPidOf, serverProcess, untilHealthy } from "../support/servers.js"
 
 beforeAll(ensureBundle, 180_000)
@@ -26,16 +26,6 @@ const postmastersOf = (ppid: number) =>
     }
   })
 
-/** Every postgres process serving `dataDir` (orphans included): killed when a test fails half way. */
-const postgresServing = (dataDir: string) =>
-  readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((entry) => {
-    try {
-      const args = readFileSync(`/proc/${entry}/cmdline`, "utf8")
-      return args.includes("postgres") && args.includes(dataDir) ? [Number(entry)] : []
-    } catch {
-      return []
-    }
-  })
 
 const health = (baseUrl: string) =>
   Effect.promise(() => call(`${baseUrl}/health`).then((r) => r.status).catch(() => 0))

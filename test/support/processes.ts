@@ -1,6 +1,7 @@
 // What tests of real server processes share: one test database and data directory for all the processes of a test
 // (with a direct connection to inspect it), a paid agent registration through a process, and real-time polling.
 import { Effect } from "effect"
+import { readdirSync, readFileSync } from "node:fs"
 import { chmod, mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -68,5 +69,16 @@ export const untilProcesses = <A>(effect: Effect.Effect<A>, done: (a: A) => bool
       if (done(value)) return value
       if (Date.now() > deadline) return yield* Effect.dieMessage(`not within ${ms} ms: ${JSON.stringify(value)}`)
       yield* Effect.promise(() => new Promise((r) => setTimeout(r, 100)))
+    }
+  })
+
+/** Every postgres process serving `dataDir` (orphans included): killed when a test fails half way. */
+export const postgresServing = (dataDir: string) =>
+  readdirSync("/proc").filter((e) => /^\d+$/.test(e)).flatMap((entry) => {
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, "utf8")
+      return args.includes("postgres") && args.includes(dataDir) ? [Number(entry)] : []
+    } catch {
+      return []
     }
   })
