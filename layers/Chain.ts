@@ -17,6 +17,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { jsonRpc } from "viem/nonce"
 import { AppConfig } from "./Config.js"
+import { readConfirmations } from "./confirmations.js"
 import { DEV_PRIVATE_KEYS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
 
@@ -59,6 +60,12 @@ export interface ChainShape {
    * own, or SETTLEMENT_BATCHER_ADDRESS on a real chain; absent → one transaction per payment (and with a facilitator).
    */
   readonly batcher: Option.Option<`0x${string}`>
+  /**
+   * Blocks before a treasury transaction is final (CHAIN_CONFIRMATIONS, default per chain: layers/confirmations.ts).
+   * Bookings happen at inclusion; the reconciliation compares at the last final block; a transaction reorged out
+   * before it is final is sent again (services/treasury/Finality.ts).
+   */
+  readonly confirmations: number
   /** Devnet only: the dev accounts, for the banner and tests. */
   readonly devAccounts: ReadonlyArray<{ readonly address: `0x${string}`; readonly privateKey: `0x${string}` }>
 }
@@ -116,6 +123,8 @@ export const connectChain = (options: {
   readonly batcherAddress?: Option.Option<`0x${string}`>
   /** Each try of an RPC call (rpc mode); default RPC_DEFAULT_TIMEOUT_MS. */
   readonly rpcTimeoutMs?: number
+  /** Default: CHAIN_CONFIRMATIONS, else the chain's default (1 on a devnet). */
+  readonly confirmations?: number
 }) =>
   Effect.gen(function* () {
     const probe = createPublicClient({ transport: boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs) })
@@ -182,6 +191,9 @@ export const connectChain = (options: {
       settlement,
       signer,
       batcher,
+      confirmations: options.confirmations ?? (yield* readConfirmations(options.mode, chainId).pipe(
+        Effect.mapError((e) => new ChainStartError({ message: String(e) }))
+      )),
       devAccounts: options.devAccounts ?? []
     } satisfies ChainShape
   })

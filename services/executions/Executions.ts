@@ -2,7 +2,7 @@
 // one statement, settlement and the agent call in parallel, both recorded in one transaction (finish.ts); retries and
 // status views.
 import { SqlClient } from "@effect/sql"
-import { Clock, Config, Effect, Fiber, Option } from "effect"
+import { Clock, Config, Duration, Effect, Fiber, Option } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 import { AppConfig } from "../../layers/Config.js"
 import { holdsPayment, type PresentedPayment } from "../../layers/x402/credential.js"
@@ -31,6 +31,7 @@ import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
 import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
 import { lookUpCallback, prepare } from "./prepare.js"
+import { paidCallDeadlineMs } from "./deadline.js"
 import { requestHashOf, resending } from "./resend.js"
 import { retrying } from "./retry.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
@@ -92,6 +93,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
     const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
+    const answerWithinMs = yield* paidCallDeadlineMs(timeoutMs)
 
     const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
@@ -237,8 +239,16 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         if (ctx.async || callbackUrl !== undefined) {
           return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
         }
+        // One deadline for the whole paid call after its payment was accepted (agent and settlement together): past
+        // it the client gets the job's status URL, as an async call would, and the work goes on (a slow chain, a
+        // flaky provider). Interrupting the join leaves the forked work running.
+        const joined = yield* Fiber.join(fiber).pipe(Effect.timeout(Duration.millis(answerWithinMs)), Effect.option)
+        if (Option.isNone(joined)) {
+          yield* Effect.logWarning("paid call past its deadline: answered with its status URL, the work goes on", { requestId, deadlineMs: answerWithinMs })
+          return { _tag: "Accepted", requestId, jobId: undefined, statusUrl, payment } satisfies ExecuteOutcome
+        }
         // The row as the final transaction left it when it settled the payment; otherwise read back.
-        const finished = yield* Fiber.join(fiber)
+        const finished = joined.value
         const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
         const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
         const view = View.forClient(row, true)

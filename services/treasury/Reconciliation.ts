@@ -1,9 +1,10 @@
-// Reconciliation: the ledger's treasury account against the treasury's USDC on chain at one block. Treasury bookings
+// Reconciliation: the ledger's treasury account against the treasury's USDC on chain at one (final) block. Treasury bookings
 // carry the block they were mined in, so a check at block B counts exactly what the chain had done by B; what the chain
 // had done by B that the ledger books later (money in flight: services/treasury/inFlight.ts) is not drift.
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Metric, Option, Schedule, Schema } from "effect"
 import { Chain } from "../../layers/Chain.js"
+import { finalBlock } from "../../layers/confirmations.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { ChainReadError } from "./chainReads.js"
@@ -43,7 +44,8 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
     const ledgerBalanceAt = (block: bigint) =>
       sql<{ total: string }>`
         SELECT COALESCE(SUM(e.amount), 0)::text AS total FROM ledger_entries e JOIN ledger_transfers t ON t.id = e.transfer_id
-        WHERE e.account_id = ${Accounts.treasury} AND COALESCE(t.chain_block, 0) <= ${block.toString()}`.pipe(
+        LEFT JOIN chain_reinclusions r ON r.tx_hash = t.tx_hash
+        WHERE e.account_id = ${Accounts.treasury} AND COALESCE(r.block_number, t.chain_block, 0) <= ${block.toString()}`.pipe(
         Effect.map((r) => BigInt(r[0]?.total ?? "0"))
       )
 
@@ -61,10 +63,13 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
         })
       )
 
-    /** Compares at `block` (default: the latest), money in flight accounted for. */
+    /**
+     * Compares at `block` (default: the last final block, CHAIN_CONFIRMATIONS below the head: what a reorg can still
+     * change is not compared yet), money in flight accounted for.
+     */
     const check = (at?: bigint) =>
       Effect.gen(function* () {
-        const block = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 })))
+        const block = at ?? finalBlock(yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 })), chain.confirmations)
         const [chainBalance, booked] = yield* Effect.all([chainBalanceAt(block), Effect.orDie(bookedAt(block))])
         const inFlight = yield* inFlightAt(chain, booked.unbooked, block)
         const result: ReconciliationResult = {

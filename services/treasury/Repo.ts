@@ -20,7 +20,7 @@ export const TreasuryTxRow = Schema.Struct({
   txHash: Schema.String,
   /** Earlier bytes of the same nonce, replaced with higher fees (any of them may be the one mined). */
   replacedHashes: Schema.Array(Schema.String),
-  state: Schema.Literal("signed", "broadcast", "confirmed", "reverted", "dropped"),
+  state: Schema.Literal("signed", "broadcast", "mined", "reorged", "confirmed", "reverted", "dropped"),
   machineSnapshot: Schema.Unknown,
   blockNumber: Schema.NullOr(Schema.BigInt),
   attempts: Schema.Number,
@@ -119,10 +119,19 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
     const replaceStatement = (id: string, previousHash: string, raw: string, hash: string) =>
       sql<{ id: string }>`UPDATE treasury_txs SET raw_tx = ${raw}, tx_hash = ${hash.toLowerCase()},
           replaced_hashes = array_append(replaced_hashes, tx_hash), updated_at = now()
-        WHERE id = ${id} AND tx_hash = ${previousHash.toLowerCase()} AND state IN ('signed', 'broadcast') RETURNING id`.pipe(
+        WHERE id = ${id} AND tx_hash = ${previousHash.toLowerCase()} AND state IN ('signed', 'broadcast', 'reorged') RETURNING id`.pipe(
         Effect.map((r) => r.length === 1)
       )
 
-    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
+    /** Included transactions not yet final, and those a reorg took out: the finality follower's rows, lowest nonce first. */
+    const notFinal = (limit: number) =>
+      rows(sql`SELECT * FROM treasury_txs WHERE state IN ('mined', 'reorged') ORDER BY nonce LIMIT ${limit}`)
+
+    /** The block a reorged transaction was included in again (the ledger's own rows are append-only). */
+    const reincludedStatement = (hash: string, block: bigint) =>
+      sql`INSERT INTO chain_reinclusions (tx_hash, block_number) VALUES (${hash.toLowerCase()}, ${block.toString()})
+          ON CONFLICT (tx_hash) DO UPDATE SET block_number = EXCLUDED.block_number, recorded_at = now()`.pipe(Effect.asVoid)
+
+    return { notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

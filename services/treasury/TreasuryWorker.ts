@@ -8,6 +8,7 @@ import type { TreasuryTxRow } from "./Repo.js"
 import { TreasuryRepo } from "./Repo.js"
 import { TREASURY_LEASE_MS, TreasuryWriter } from "./TreasuryWriter.js"
 import { Reconciliation } from "./Reconciliation.js"
+import { TreasuryFinality } from "./Finality.js"
 
 export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/TreasuryWorker", {
   effect: Effect.gen(function* () {
@@ -17,6 +18,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const refunds = yield* Refunds
     const withdrawals = yield* Withdrawals
     const reconciliation = yield* Reconciliation
+    const finality = yield* TreasuryFinality
 
     /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
     const purposes: Record<TreasuryTxRow["purpose"], (tx: TreasuryTxRow) => Effect.Effect<void, unknown>> = {
@@ -42,13 +44,17 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       return due.length
     })
 
-    /** One full pass: send due refunds and payouts, follow in-flight transactions, repair gaps, reconcile when anything moved. */
+    /**
+     * One full pass: send due refunds and payouts, follow in-flight transactions, follow included ones to finality (or
+     * send them again after a reorg), repair gaps.
+     */
     const processDue = Effect.gen(function* () {
       if (!writer.enabled) return 0
       const sent = (yield* refunds.sendDue) + (yield* withdrawals.sendDue)
       const followed = yield* followDue
+      const finalized = yield* finality.pass.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`finality pass: ${e.message}`), 0)))
       const filled = yield* writer.repairGaps.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair: ${e.message}`), 0)))
-      return sent + followed + filled
+      return sent + followed + finalized + filled
     }).pipe(Effect.withSpan("TreasuryWorker.processDue"))
 
     /**
@@ -82,7 +88,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
 
     return { processDue, start, reconcile: reconciliation.check } as const
   }),
-  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Reconciliation.Default]
+  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Reconciliation.Default, TreasuryFinality.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

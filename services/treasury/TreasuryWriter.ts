@@ -242,7 +242,14 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           "treasury",
           txId,
           outcome._tag === "Mined"
-            ? { type: "MINED", at, success: outcome.receipt.status === "success", block: outcome.receipt.blockNumber.toString() }
+            ? {
+              type: "MINED",
+              at,
+              success: outcome.receipt.status === "success",
+              block: outcome.receipt.blockNumber.toString(),
+              // With one confirmation inclusion is final; deeper, the finality follower decides (Finality.ts).
+              final: chain.confirmations <= 1
+            }
             : { type: "DROPPED", at, reason: "nonce used by another transaction" }
         ))
 
@@ -286,7 +293,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
     })
 
     return {
-      submit, awaitReceipt, observe, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer),
+      submit, awaitReceipt, observe, minedReceipt, recordIn, broadcast, repairGaps, syncNonce, find: repo.find, enabled: Option.isSome(signer),
       address: Option.map(signer, (x) => x.account.address)
     } as const
   }),

@@ -1,4 +1,4 @@
-// How the host runs a treasury transaction's machine: its row, snapshot and mined block. It has no actions of its own:
+// How the host runs a treasury transaction's machine: its row, snapshot and (last) inclusion block. It has no actions of its own:
 // what a mined or dropped transaction means is booked by its purpose in the same database transaction.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
@@ -8,7 +8,7 @@ import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 
-export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow, "countReplacement">
+export type TreasurySpec = MachineSpec<typeof treasuryTxMachine, TreasuryTxRow, "countReplacement" | "noteOutcome" | "countReorg">
 
 export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury/TreasuryMachine", {
   effect: Effect.gen(function* () {
@@ -16,7 +16,7 @@ export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury
     const repo = yield* TreasuryRepo
     const spec: TreasurySpec = {
       machine: treasuryTxMachine,
-      pure: ["countReplacement"],
+      pure: ["countReplacement", "noteOutcome", "countReorg"],
       lock: repo.lock,
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : { value: row.state, context: { broadcasts: 0, lastError: null } }),
       actions: {},
@@ -28,7 +28,8 @@ export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury
           updatedAt: new Date(event.at),
           ...(event.type === "MINED" ? { blockNumber: event.block, minedAt: new Date(event.at) } : {}),
           ...(event.type === "BROADCAST_FAILED" ? { lastError: event.error } : {}),
-          ...(event.type === "DROPPED" ? { lastError: event.reason } : {})
+          ...(event.type === "DROPPED" ? { lastError: event.reason } : {}),
+          ...(event.type === "REORGED" ? { lastError: `taken out of block ${event.block} by a reorg: sent again` } : {})
         }),
       timerEvent: () => Option.none()
     }

@@ -20,6 +20,8 @@ export const Health = Schema.Struct({
     blockNumber: Schema.optional(Schema.String),
     usdc: Schema.String,
     treasury: Schema.String,
+    /** Blocks before a treasury transaction is final (CHAIN_CONFIRMATIONS); the reconciliation compares at the last final block. */
+    confirmations: Schema.Number,
     /** Present while the RPC answers badly: errors (429, 5xx, JSON-RPC errors) or a head behind one already seen. */
     problem: Schema.optional(Schema.Struct({ kind: Schema.Literal("errors", "stale"), message: Schema.String }))
   }),

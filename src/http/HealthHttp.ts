@@ -47,6 +47,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
             ...(blockNumber === undefined ? {} : { blockNumber: blockNumber.toString() }),
             usdc: chain.usdc.address,
             treasury: chain.treasury,
+            confirmations: chain.confirmations,
             ...(probe._tag === "Degraded" ? { problem: { kind: probe.kind, message: probe.message } } : {})
           },
           settlement: chain.settlement,

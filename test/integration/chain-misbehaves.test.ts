@@ -1,6 +1,7 @@
 // Chains that misbehave, on an anvil of the test's own (a fresh treasury key, a USDC deployed for the run): a base-fee
 // spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
-// dropped from the mempool is sent again with the same bytes. Ledger = chain after each.
+// dropped from the mempool is sent again with the same bytes, and a paid call whose settlement waits for a block that
+// does not come answers at its deadline with its status URL. Ledger = chain after each.
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, TestClock } from "effect"
 import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
@@ -9,6 +10,7 @@ import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
+import { call } from "../support/clients.js"
 import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
@@ -17,12 +19,15 @@ const PRICE = 11_000n
 const transfer = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)")
 
 class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 4 }))
+const OwnLive = Layer.scoped(Own, productionChain({ payers: 6 }))
 
 const App = Layer.unwrapScoped(
   Effect.map(Own, (own) =>
     TestApp(
-      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
+      {
+        BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000",
+        EXECUTION_TIMEOUT_MS: "5000", PAID_CALL_DEADLINE_MS: "8000"
+      },
       { chain: chainOn(own, "devnet") }
     ))
 ).pipe(Layer.provideMerge(OwnLive))
@@ -64,6 +69,43 @@ const until = <A>(probe: Effect.Effect<A | undefined>) =>
   })
 
 layer(App)("a chain that misbehaves", (it) => {
+  it.scoped("no block comes for a paid call's settlement: it answers 202 with its status URL at PAID_CALL_DEADLINE_MS, and completes when the block comes", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql, baseUrl } = yield* TestEnv
+      const { anvil } = tools(own)
+      const echo = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(own.payers[4]!, echo.url, { tier: "premium" })
+      const payer = own.payers[5]!
+      const before = yield* Effect.promise(() => own.balanceOf(payer.address))
+
+      yield* Effect.promise(() => anvil.setAutomine(false))
+      const answer = yield* Effect.fork(execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "slow chain" } }))
+      // The settlement is signed and sent; the agent has answered; no block.
+      yield* until(Effect.map(
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM treasury_txs WHERE purpose IN ('settlement', 'settlement_batch') AND state IN ('signed', 'broadcast')`.pipe(Effect.orDie),
+        (r) => (r[0]!.n > 0 ? true : undefined)
+      ))
+      yield* TestClock.adjust(8_000)
+      const accepted = yield* Fiber.join(answer)
+      expect(accepted.status, JSON.stringify(accepted.body)).toBe(202)
+      expect(accepted.body.data).toMatchObject({ status: "pending", statusUrl: expect.stringContaining(accepted.body.data.requestId) })
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before)
+
+      // The block comes: the work that went on records the settlement and the agent's output.
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      yield* Effect.promise(() => anvil.setAutomine(true))
+      const paymentHeader = accepted.headers.get("x-payment-used") ?? ""
+      const status = yield* until(Effect.promise(async () => {
+        const r = await call(`${baseUrl}/api/v1/execute/${accepted.body.data.requestId}`, { headers: { "X-PAYMENT": paymentHeader } })
+        return r.body.data?.status === "completed" && r.body.data?.settlement?.status === "settled" ? r.body.data : undefined
+      }))
+      expect(status.output).toMatchObject({ echo: { text: "slow chain" } })
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before - 11_000n)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+
   it.scoped("a base-fee spike strands a refund: it is replaced at the same nonce with the chain's fees and paid once", () =>
     Effect.gen(function* () {
       yield* realNow

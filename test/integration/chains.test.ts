@@ -124,7 +124,8 @@ const ledgerCostOf = (chainId: string) =>
 const subCalls = (output: unknown): Array<ChainedResult> =>
   typeof output === "object" && output !== null && "calls" in output && Array.isArray(output.calls) ? output.calls : []
 
-layer(TestApp({ BACKGROUND_WORKERS: "false" }))("chains", (it) => {
+// The clock moves 5 minutes while a chain's root call waits for its agent: its deadline outlasts that.
+layer(TestApp({ BACKGROUND_WORKERS: "false", PAID_CALL_DEADLINE_MS: "600000" }))("chains", (it) => {
   it.scoped("a three-level chain: A hires B, B hires C; the tree, its cost and the ledger agree; the unspent budget comes back on chain once", () =>
     Effect.gen(function* () {
       yield* realNow

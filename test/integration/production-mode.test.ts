@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { generateKeyPairSync } from "node:crypto"
-import { createPublicClient, http, parseAbiItem } from "viem"
+import { createPublicClient, createTestClient, http, parseAbiItem } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { fakeAgent } from "../support/agents.js"
 import { call, paidCall, walletAuth } from "../support/clients.js"
@@ -113,9 +113,17 @@ describe("production mode (CHAIN_RPC_URL, a fresh treasury key, our batcher)", (
       )
       expect((yield* Effect.promise(() => chain.balanceOf(owner.address))) - ownerBefore).toBe(4_900_000n)
 
-      // Every micro-USDC the treasury holds is explained by the ledger, at one block.
+      // Every micro-USDC the treasury holds is explained by the ledger, at one final block: CHAIN_CONFIRMATIONS (the
+      // chain id's default here, 5 for Base Sepolia) blocks after the last payout.
+      const confirmations: number = health.body.data.chain.confirmations
+      expect(confirmations).toBe(5)
+      const paidOut = yield* Effect.promise(() => call(`${server.baseUrl}/api/v1/payments/withdrawal/${accepted.body.data.withdrawalId}`))
+      const payoutBlock = (yield* Effect.promise(() =>
+        createPublicClient({ transport: http(chain.rpcUrl) }).getTransactionReceipt({ hash: paidOut.body.data.tx_hash }))).blockNumber
+      yield* Effect.promise(() => createTestClient({ mode: "anvil", transport: http(chain.rpcUrl) }).mine({ blocks: confirmations }))
       const reconciliation = yield* Effect.promise(() => call(`${server.baseUrl}/api/v1/operator/treasury/reconciliation`, { headers: operatorHeaders }))
       expect(reconciliation.body.data.current).toMatchObject({ drift: "0", inFlightIncoming: "0", inFlightOutgoing: "0" })
+      expect(BigInt(reconciliation.body.data.current.block)).toBeGreaterThanOrEqual(payoutBlock)
       expect(BigInt(reconciliation.body.data.current.chainBalance)).toBe(200_000n + 8n * 1_001_000n - 4_900_000n)
     }), { timeout: 180_000 })
 })

@@ -69,13 +69,17 @@ export const productionChain = (options: { readonly blockTime?: number; readonly
     )
   )
 
-/** The service's chain on `own`'s token, batcher and treasury key, reached at `rpcUrl` (the anvil, or a proxy before it). */
-export const chainOn = (own: ProductionChain, mode: "devnet" | "rpc", rpcUrl: string = own.rpcUrl) =>
+/**
+ * The service's chain on `own`'s token, batcher and treasury key, reached at `rpcUrl` (the anvil, or a proxy before it);
+ * `confirmations` defaults to the mode's (1 on a devnet, the chain id's on an RPC).
+ */
+export const chainOn = (own: ProductionChain, mode: "devnet" | "rpc", rpcUrl: string = own.rpcUrl, confirmations?: number) =>
   Layer.effect(Chain, connectChain({
     mode,
     rpcUrl,
     usdcAddress: own.usdc,
     signerKey: Option.some(own.treasuryKey),
     treasuryAddress: Option.none(),
-    batcherAddress: Option.some(own.batcher)
+    batcherAddress: Option.some(own.batcher),
+    ...(confirmations === undefined ? {} : { confirmations })
   }))
