@@ -16,7 +16,7 @@ import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, type Envelope, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
-import { clientSigner, deployFactory, factoryAddress, hasCode, type SmartAccount, smartAccount, smartPayment } from "../support/smartAccounts.js"
+import { clientSigner, deployFactory, factoryAddress, hasCode, type SignOptions, type SmartAccount, smartAccount, smartPayment } from "../support/smartAccounts.js"
 
 const PRICE = 11_000n // 0.01 + the 10% client fee
 
@@ -57,13 +57,13 @@ layer(App)("smart-account payers", (it) => {
   })
 
   /** A call from `account` to a failing agent: paid on chain, then refunded to the account; ledger = chain. */
-  const paidThenRefunded = (account: SmartAccount, agentOwner: number) =>
+  const paidThenRefunded = (account: SmartAccount, agentOwner: number, sign: SignOptions = {}) =>
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
       const failing = yield* fakeAgent({ kind: "json", status: 200, body: { wrong: true } })
       const agentId = yield* registerAgent(devAccount(agentOwner), failing.url, { tier: "premium" })
       const before = yield* Effect.promise(() => usdcBalance(account.address))
-      const { header } = yield* Effect.promise(() => smartPayment(account, PRICE))
+      const { header } = yield* Effect.promise(() => smartPayment(account, PRICE, sign))
       const answer = yield* executeWith(header, agentId, "smart")
       expect(answer.status, JSON.stringify(answer.body)).toBe(502)
       const requestId = String(answer.body.error?.details?.requestId)
@@ -85,6 +85,18 @@ layer(App)("smart-account payers", (it) => {
       yield* factories
       const account = yield* Effect.promise(() => smartAccount(ALLOWED, { deployed: true, usdc: 1_000_000n }))
       yield* paidThenRefunded(account, 3)
+    }), { timeout: 120_000 })
+
+  it.scoped("a smart account's signature that is not 65 bytes settles alone through the token's bytes overload, and is refunded", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      yield* factories
+      const account = yield* Effect.promise(() => smartAccount(ALLOWED, { deployed: true, usdc: 1_000_000n }))
+      yield* paidThenRefunded(account, 8, { prefixed: true })
+      const { sql } = yield* TestEnv
+      const [tx] = yield* sql<{ purpose: string }>`SELECT t.purpose FROM treasury_txs t JOIN payments p ON p.treasury_tx_id = t.id
+        WHERE p.payer = ${account.address.toLowerCase()}`
+      expect(tx).toEqual({ purpose: "settlement" })
     }), { timeout: 120_000 })
 
   it.scoped("a counterfactual ERC-6492 account is deployed by its allowed factory, then settled, and refunded to the account", () =>

@@ -82,13 +82,20 @@ export const hasCode = async (address: `0x${string}`) => {
   return code !== undefined && code !== "0x"
 }
 
+export interface SignOptions {
+  /** Another key than the owner (a wrong signature). */
+  readonly signer?: PrivateKeyAccount
+  /** Behind the account's one-byte type prefix (66 bytes: the token's bytes overload, never the batcher). */
+  readonly prefixed?: boolean
+}
+
 /**
  * What the account's wallet answers to eth_signTypedData: its owner's signature of the typed data's hash (what the
- * account's isValidSignature checks), ERC-6492-wrapped while the account is not deployed. `signer`: another key (a
- * wrong signature).
+ * account's isValidSignature checks), ERC-6492-wrapped while the account is not deployed.
  */
-export const signAsAccount = async (account: SmartAccount, typedData: TypedDataDefinition, signer: PrivateKeyAccount = account.owner): Promise<Hex> => {
-  const signature = await signer.sign({ hash: hashTypedData(typedData) })
+export const signAsAccount = async (account: SmartAccount, typedData: TypedDataDefinition, options: SignOptions = {}): Promise<Hex> => {
+  const raw = await (options.signer ?? account.owner).sign({ hash: hashTypedData(typedData) })
+  const signature: Hex = options.prefixed === true ? `0x00${raw.slice(2)}` : raw
   return (await hasCode(account.address)) ? signature : serializeErc6492Signature({ address: account.factory, data: account.factoryData, signature })
 }
 
@@ -100,7 +107,7 @@ export const clientSigner = (account: SmartAccount): ClientEvmSigner => ({
 })
 
 /** An X-PAYMENT header (x402 v1 exact EVM) from the account to the treasury, made by hand. */
-export const smartPayment = async (account: SmartAccount, value: bigint, options: { readonly signer?: PrivateKeyAccount } = {}) => {
+export const smartPayment = async (account: SmartAccount, value: bigint, options: SignOptions = {}) => {
   const now = BigInt(Math.floor(Date.now() / 1000))
   const authorization = { from: account.address, to: TREASURY, value, validAfter: now - 600n, validBefore: now + 900n, nonce: `0x${randomBytes(32).toString("hex")}` as Hex }
   const signature = await signAsAccount(account, {
@@ -108,7 +115,7 @@ export const smartPayment = async (account: SmartAccount, value: bigint, options
     types: transferWithAuthorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: authorization
-  }, options.signer)
+  }, options)
   const payload = {
     x402Version: 1,
     scheme: "exact",
