@@ -3,7 +3,6 @@
 // ECDSA check failed, so that plain-key payments cost nothing extra.
 import { Config, Duration, Effect } from "effect"
 import { type Hex, isAddressEqual, isErc6492Signature, parseErc6492Signature, type TypedDataDefinition } from "viem"
-import type { ChainShape } from "../Chain.js"
 import { transferWithAuthorizationTypes } from "../devnet/usdcAbi.js"
 import { PaymentRejected } from "./payment.js"
 
@@ -68,19 +67,27 @@ const reject = (reason: "invalid_exact_evm_payload_signature" | "eip6492_factory
 
 const chainUnavailable = reject("unexpected_verify_error", "the chain could not check the smart account's signature; try again", { retryable: true })
 
+type TransferTypedData = TypedDataDefinition<typeof transferWithAuthorizationTypes, "TransferWithAuthorization">
+
+/** What the check reads from the chain (a viem public client is one). */
+export interface SignatureReader {
+  getCode(args: { readonly address: `0x${string}` }): Promise<Hex | undefined>
+  verifyTypedData(args: TransferTypedData & { readonly address: `0x${string}`; readonly signature: Hex }): Promise<boolean>
+}
+
 /**
  * The on-chain check of a signature that is not the payer's own ECDSA signature: ERC-1271 `isValidSignature` when the
  * payer has code, the ERC-6492 universal validator (viem's deployless call: it simulates the factory, then asks the
  * account) when it has none and the signature names an allowed factory. Bounded by `verifyTimeoutMs`.
  */
 export const verifySmartAccountSignature = (
-  chain: Pick<ChainShape, "publicClient">,
+  reader: SignatureReader,
   config: SmartAccountConfig,
-  input: { readonly payer: `0x${string}`; readonly typedData: TypedDataDefinition<typeof transferWithAuthorizationTypes, "TransferWithAuthorization">; readonly signature: Hex }
+  input: { readonly payer: `0x${string}`; readonly typedData: TransferTypedData; readonly signature: Hex }
 ): Effect.Effect<void, PaymentRejected> =>
   Effect.gen(function* () {
     const deployment = erc6492DeploymentOf(input.signature)
-    const code = yield* Effect.tryPromise(() => chain.publicClient.getCode({ address: input.payer })).pipe(Effect.mapError(() => chainUnavailable))
+    const code = yield* Effect.tryPromise(() => reader.getCode({ address: input.payer })).pipe(Effect.mapError(() => chainUnavailable))
     const deployed = code !== undefined && code !== "0x"
     if (!deployed && deployment === undefined) {
       return yield* reject("invalid_exact_evm_payload_signature", "the payment signature does not match its authorization")
@@ -91,7 +98,7 @@ export const verifySmartAccountSignature = (
       })
     }
     const valid = yield* Effect.tryPromise(() =>
-      chain.publicClient.verifyTypedData({ ...input.typedData, address: input.payer, signature: input.signature })
+      reader.verifyTypedData({ ...input.typedData, address: input.payer, signature: input.signature })
     ).pipe(Effect.mapError(() => chainUnavailable))
     if (!valid) return yield* reject("invalid_exact_evm_payload_signature", "the smart account does not accept the payment signature (ERC-1271/ERC-6492)")
   }).pipe(

@@ -128,7 +128,7 @@ export const makeVerify = (
       // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
       const signedByKey = signature.length === 132 &&
         (yield* Effect.promise(() => verifyTypedData({ ...typedData, address: payer, signature }).catch(() => false)))
-      if (!signedByKey) yield* verifySmartAccountSignature(chain, smartAccounts, { payer, typedData, signature })
+      if (!signedByKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
       const [used, balance] = yield* Effect.tryPromise(() =>
         Promise.all([
           publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] }),
