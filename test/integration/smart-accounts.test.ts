@@ -5,17 +5,18 @@
 import { expect, layer } from "@effect/vitest"
 import { ExactEvmScheme } from "@x402/evm/exact/client"
 import { wrapFetchWithPayment, x402Client } from "@x402/fetch"
-import { Effect, TestClock } from "effect"
+import { Effect, Fiber, TestClock } from "effect"
 import { getAddress } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { inject } from "vitest"
 import { MachineHost } from "../../machines/Host.js"
+import { Payments } from "../../services/payments/Payments.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, type Envelope, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
-import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 import { clientSigner, deployFactory, factoryAddress, hasCode, type SignOptions, type SmartAccount, smartAccount, smartPayment } from "../support/smartAccounts.js"
 
 const PRICE = 11_000n // 0.01 + the 10% client fee
@@ -27,13 +28,33 @@ const NOT_ALLOWED = factoryAddress(1)
 /** Our clock starts at the real time (payments are signed against it), then only the test moves it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
+/** Holds the first settlement sent after `arm()` in flight until `open()`: the payments arriving meanwhile form one batch. */
+const gate = (() => {
+  let armed = false
+  let release: () => void = () => {}
+  let opened = Promise.resolve()
+  return {
+    arm: () => {
+      armed = true
+      opened = new Promise<void>((resolve) => (release = resolve))
+    },
+    open: () => release(),
+    afterBroadcast: (tx: { readonly purpose: string }) =>
+      Effect.suspend(() => {
+        if (!armed || tx.purpose !== "settlement") return Effect.void
+        armed = false
+        return Effect.promise(() => opened)
+      })
+  }
+})()
+
 const App = TestApp({
   BACKGROUND_WORKERS: "false",
   EXECUTION_RETRY_WINDOW_SECONDS: "600",
   RATE_LIMIT_CLIENT_PER_WINDOW: "1000",
   PAYMENT_TIMEOUT_SECONDS: "900",
   X402_EIP6492_ALLOWED_FACTORIES: ALLOWED
-})
+}, { faults: { afterBroadcast: gate.afterBroadcast } })
 
 layer(App)("smart-account payers", (it) => {
   const factories = Effect.promise(async () => {
@@ -185,6 +206,37 @@ layer(App)("smart-account payers", (it) => {
       }
       expect(yield* Effect.promise(() => hasCode(account.address))).toBe(true)
       expect((yield* Effect.promise(() => usdcBalance(account.address))) - before).toBe(-2n * PRICE)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+
+  it.scoped("65-byte smart-account payments share a SettlementBatcher batch with key payments: the token checks them through ERC-1271", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      yield* factories
+      const { sql } = yield* TestEnv
+      const payments = yield* Payments
+      const echo = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(9), echo.url, { tier: "premium" })
+      const accounts = yield* Effect.forEach([0, 1, 2], () => Effect.promise(() => smartAccount(ALLOWED, { deployed: true, usdc: 100_000n })))
+      const headers = yield* Effect.forEach(accounts, (a) => Effect.promise(() => smartPayment(a, PRICE)))
+      const before = yield* Effect.forEach(accounts, (a) => Effect.promise(() => usdcBalance(a.address)))
+      gate.arm()
+      const calls = [
+        ...headers.map((h, i) => executeWith(h.header, agentId, `smart ${i}`)),
+        ...[2, 3, 4].map((k) => execute(devAccount(k), { targetAgentId: agentId, capabilityId: "echo", input: { text: `key ${k}` } }))
+      ]
+      const fiber = yield* Effect.fork(Effect.all(calls, { concurrency: "unbounded" }))
+      for (let i = 0; i < 3_000 && (yield* payments.settlementQueue.waiting) < calls.length - 1; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      expect(yield* payments.settlementQueue.waiting).toBe(calls.length - 1)
+      gate.open()
+      const answers = yield* Fiber.join(fiber)
+      expect(answers.map((a) => [a.status, a.body.data?.settlement?.status])).toEqual(calls.map(() => [200, "settled"]))
+      const rows = yield* sql<{ purpose: string }>`SELECT t.purpose FROM payments p JOIN treasury_txs t ON t.id = p.treasury_tx_id
+        WHERE p.payer IN ${sql.in(accounts.map((a) => a.address.toLowerCase()))}`
+      expect(rows.filter((r) => r.purpose === "settlement_batch").length).toBeGreaterThanOrEqual(2)
+      for (const [i, a] of accounts.entries()) expect(yield* Effect.promise(() => usdcBalance(a.address))).toBe(before[i]! - PRICE)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })
 })
