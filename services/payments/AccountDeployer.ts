@@ -7,6 +7,7 @@ import type { Hex } from "viem"
 import { Chain } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { erc6492DeploymentOf, isAllowedFactory, SmartAccountConfig } from "../../layers/x402/smartAccount.js"
+import { TreasuryRepo } from "../treasury/Repo.js"
 import { TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { pending, type Settlement } from "./chainOutcome.js"
 
@@ -18,6 +19,7 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
     const sql = yield* SqlClient.SqlClient
     const chain = yield* Chain
     const writer = yield* TreasuryWriter
+    const treasury = yield* TreasuryRepo
     const config = yield* SmartAccountConfig
 
     const failed = (reason: "eip6492_factory_not_allowed" | "smart_wallet_deployment_failed", message: string): Option.Option<Settlement> =>
@@ -30,8 +32,8 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
      * Makes sure the payer of `p` exists on chain before its settlement: nothing to do for a key or a deployed account;
      * a counterfactual one is deployed through its (allowed) factory. `None`: settle now; otherwise the settlement's
      * outcome for now (pending while the deployment is not mined or the chain cannot be read; failed when the factory
-     * is not allowed or its call reverts). Deploying an account twice (a retry after a crash) costs gas only: factories
-     * return the existing account.
+     * is not allowed or its call reverts). A deployment in flight is left to the treasury worker; should one be sent twice
+     * anyway, factories return the existing account.
      */
     const ensureDeployed = (paymentId: string, p: VerifiedPayment): Effect.Effect<Option.Option<Settlement>> =>
       Effect.gen(function* () {
@@ -40,6 +42,11 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
         if (yield* codeAt(p.payer)) return Option.none()
         if (!isAllowedFactory(config, deployment.factory)) {
           return failed("eip6492_factory_not_allowed", `the account's factory ${deployment.factory} is not allowed (X402_EIP6492_ALLOWED_FACTORIES)`)
+        }
+        // A deployment already signed for this payment (a crash after signing it) is the treasury worker's to finish:
+        // never sign a second one beside it.
+        if (Option.isSome(yield* treasury.liveFor("account_deploy", paymentId))) {
+          return Option.some(pending("the smart account's deployment transaction is in flight"))
         }
         if (Option.isNone(writer.address)) return Option.some(pending("no treasury signer deploys smart accounts here"))
         const from = writer.address.value
@@ -62,5 +69,5 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
 
     return { ensureDeployed } as const
   }),
-  dependencies: [TreasuryWriter.Default]
+  dependencies: [TreasuryWriter.Default, TreasuryRepo.Default]
 }) {}

@@ -97,6 +97,11 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
                ORDER BY nonce LIMIT ${limit}`)
 
     /** Keeps a transaction leased to this process while it waits for its receipt. */
+    /** The transaction of `purpose` for `subjectId` still signed or broadcast (not yet mined or dropped), if any. */
+    const liveFor = (purpose: TreasuryPurpose, subjectId: string) =>
+      rows(sql`SELECT * FROM treasury_txs WHERE purpose = ${purpose} AND subject_id = ${subjectId} AND state IN ('signed', 'broadcast') LIMIT 1`).pipe(
+        Effect.map((r) => Option.fromNullable(r[0]))
+      )
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE treasury_txs SET lease_until = ${until} WHERE id = ${id} AND state IN ('signed', 'broadcast')`.pipe(Effect.asVoid)
 
@@ -123,6 +128,6 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         Effect.map((r) => r.length === 1)
       )
 
-    return { ensureSigner, allocateNonce, insert, lock, find, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
+    return { ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

@@ -240,3 +240,51 @@ layer(App)("smart-account payers", (it) => {
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })
 })
+
+/** A crash right after a counterfactual account's deployment is signed and stored: the first time only. */
+let crashed = false
+const crashAfterDeploySigned = (tx: { readonly purpose: string }) =>
+  Effect.suspend(() =>
+    crashed || tx.purpose !== "account_deploy" ? Effect.void : Effect.sync(() => void (crashed = true)).pipe(Effect.zipRight(Effect.die("simulated crash")))
+  )
+
+layer(
+  TestApp(
+    { BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000", PAYMENT_TIMEOUT_SECONDS: "900", TREASURY_RECEIPT_WAIT_MS: "2000", X402_EIP6492_ALLOWED_FACTORIES: ALLOWED },
+    { faults: { afterSign: crashAfterDeploySigned } }
+  )
+)("smart-account payers after a crash", (it) => {
+  it.scoped("a crash between signing a counterfactual account's deployment and sending it: the worker sends those bytes, no second deployment is signed, the payment settles once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      if (!(yield* Effect.promise(() => hasCode(ALLOWED)))) expect(getAddress(yield* Effect.promise(deployFactory))).toBe(ALLOWED)
+      const { sql, baseUrl } = yield* TestEnv
+      const echo = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(3), echo.url, { tier: "premium" })
+      const account = yield* Effect.promise(() => smartAccount(ALLOWED, { deployed: false, usdc: 1_000_000n }))
+      const before = yield* Effect.promise(() => usdcBalance(account.address))
+      const { header, nonce } = yield* Effect.promise(() => smartPayment(account, PRICE))
+      yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/execute`, { method: "POST", json: { targetAgentId: agentId, capabilityId: "echo", input: { text: "crash" } }, headers: { "X-PAYMENT": header } })
+          .catch(() => undefined))
+      expect(crashed).toBe(true)
+      const deploys = sql<{ state: string }>`SELECT state FROM treasury_txs WHERE purpose = 'account_deploy'`
+      expect(yield* deploys).toEqual([{ state: "signed" }])
+      expect(yield* Effect.promise(() => hasCode(account.address))).toBe(false)
+
+      // The payment's recovery leaves the signed deployment to the treasury worker, which sends its stored bytes.
+      const payments = yield* Payments
+      const worker = yield* TreasuryWorker
+      const status = Effect.map(sql<{ status: string }>`SELECT status FROM payments WHERE nonce = ${nonce}`, (r) => r[0]?.status)
+      for (let i = 0; i < 6 && (yield* status) !== "settled"; i++) {
+        yield* TestClock.adjust(61_000)
+        yield* payments.recoverDue
+        yield* worker.processDue
+      }
+      expect(yield* status).toBe("settled")
+      expect(yield* deploys).toEqual([{ state: "confirmed" }])
+      expect(yield* Effect.promise(() => hasCode(account.address))).toBe(true)
+      expect(yield* Effect.promise(() => usdcBalance(account.address))).toBe(before - PRICE)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+})
