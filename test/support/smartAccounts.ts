@@ -35,12 +35,12 @@ const FACTORY: ContractSpec = {
 export const factoryDeployer = privateKeyToAccount(generatePrivateKey())
 export const factoryAddress = (nonce: number) => getContractAddress({ from: factoryDeployer.address, nonce: BigInt(nonce) })
 
-let factoryAbi: Abi = []
+/** The factory as solc compiles it (once per process; cached on disk between runs). */
+const compiledFactory = () => compileContract(FACTORY, join(process.cwd(), "node_modules", ".cache", "test-usdc"))
 
 /** Deploys the next factory from the run's deployer (with gas from anvil); the nth call lands at `factoryAddress(n)`. */
 export const deployFactory = async (): Promise<`0x${string}`> => {
-  const compiled = await compileContract(FACTORY, join(process.cwd(), "node_modules", ".cache", "test-usdc"))
-  factoryAbi = compiled.abi
+  const compiled = await compiledFactory()
   const anvil = createTestClient({ mode: "anvil", transport: http(inject("rpcUrl")) })
   await anvil.setBalance({ address: factoryDeployer.address, value: parseEther("10") })
   const wallet = walletFor(factoryDeployer)
@@ -63,6 +63,7 @@ export interface SmartAccount {
  * counterfactual (its address is the factory's CREATE2 address).
  */
 export const smartAccount = async (factory: `0x${string}`, options: { readonly deployed: boolean; readonly usdc: bigint }): Promise<SmartAccount> => {
+  const factoryAbi: Abi = (await compiledFactory()).abi
   const owner = privateKeyToAccount(generatePrivateKey())
   const salt = `0x${randomBytes(32).toString("hex")}` as Hex
   const address = getAddress(await publicClient().readContract({ address: factory, abi: factoryAbi, functionName: "accountAddress", args: [owner.address, salt] }) as string)
