@@ -5,7 +5,9 @@ pragma solidity ^0.8.20;
 /// @notice Self-contained test stand-in for Circle's FiatToken v2.2 (USDC) on a local devnet.
 ///         ERC-20 with 6 decimals, owner-only mint, EIP-712 domain {name:"USDC", version:"2"} and
 ///         EIP-3009 (transfer/receive/cancel with authorization), with Circle's typehashes and
-///         revert strings. Signatures are EOA-only (ecrecover); no EIP-1271, no blacklist, no pause.
+///         revert strings. Signatures are checked as v2.2's SignatureChecker does: ecrecover for an EOA signer,
+///         EIP-1271 `isValidSignature` for a contract signer (a smart account), through either overload (v, r, s or
+///         bytes). No blacklist, no pause.
 contract TestUSDC {
     // ---------------------------------------------------------------- ERC-20 metadata / storage
 
@@ -44,6 +46,9 @@ contract TestUSDC {
 
     /// @dev secp256k1n / 2: upper bound for the `s` value of a non-malleable signature.
     uint256 private constant _SECP256K1N_HALF = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0;
+
+    /// @dev EIP-1271: `isValidSignature(bytes32,bytes)`'s selector, which a valid signature returns.
+    bytes4 private constant _ERC1271_MAGIC_VALUE = 0x1626ba7e;
 
     uint256 private immutable _cachedChainId;
     bytes32 private immutable _cachedDomainSeparator;
@@ -123,7 +128,7 @@ contract TestUSDC {
         bytes32 s
     ) external {
         _transferWithAuthorization(
-            TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s
+            TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, abi.encodePacked(r, s, v)
         );
     }
 
@@ -136,9 +141,8 @@ contract TestUSDC {
         bytes32 nonce,
         bytes calldata signature
     ) external {
-        (uint8 v, bytes32 r, bytes32 s) = _splitSignature(signature);
         _transferWithAuthorization(
-            TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s
+            TRANSFER_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, signature
         );
     }
 
@@ -155,7 +159,7 @@ contract TestUSDC {
     ) external {
         require(to == msg.sender, "FiatTokenV2: caller must be the payee");
         _transferWithAuthorization(
-            RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s
+            RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, abi.encodePacked(r, s, v)
         );
     }
 
@@ -169,19 +173,17 @@ contract TestUSDC {
         bytes calldata signature
     ) external {
         require(to == msg.sender, "FiatTokenV2: caller must be the payee");
-        (uint8 v, bytes32 r, bytes32 s) = _splitSignature(signature);
         _transferWithAuthorization(
-            RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, v, r, s
+            RECEIVE_WITH_AUTHORIZATION_TYPEHASH, from, to, value, validAfter, validBefore, nonce, signature
         );
     }
 
     function cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) external {
-        _cancelAuthorization(authorizer, nonce, v, r, s);
+        _cancelAuthorization(authorizer, nonce, abi.encodePacked(r, s, v));
     }
 
     function cancelAuthorization(address authorizer, bytes32 nonce, bytes calldata signature) external {
-        (uint8 v, bytes32 r, bytes32 s) = _splitSignature(signature);
-        _cancelAuthorization(authorizer, nonce, v, r, s);
+        _cancelAuthorization(authorizer, nonce, signature);
     }
 
     // ---------------------------------------------------------------- internals
@@ -217,15 +219,13 @@ contract TestUSDC {
         uint256 validAfter,
         uint256 validBefore,
         bytes32 nonce,
-        uint8 v,
-        bytes32 r,
-        bytes32 s
+        bytes memory signature
     ) private {
         require(block.timestamp > validAfter, "FiatTokenV2: authorization is not yet valid");
         require(block.timestamp < validBefore, "FiatTokenV2: authorization is expired");
         _requireUnusedAuthorization(from, nonce);
         bytes32 structHash = keccak256(abi.encode(typehash, from, to, value, validAfter, validBefore, nonce));
-        _requireValidSignature(from, structHash, v, r, s);
+        _requireValidSignature(from, structHash, signature);
 
         _authorizationStates[from][nonce] = true;
         emit AuthorizationUsed(from, nonce);
@@ -233,10 +233,10 @@ contract TestUSDC {
         _transfer(from, to, value);
     }
 
-    function _cancelAuthorization(address authorizer, bytes32 nonce, uint8 v, bytes32 r, bytes32 s) private {
+    function _cancelAuthorization(address authorizer, bytes32 nonce, bytes memory signature) private {
         _requireUnusedAuthorization(authorizer, nonce);
         bytes32 structHash = keccak256(abi.encode(CANCEL_AUTHORIZATION_TYPEHASH, authorizer, nonce));
-        _requireValidSignature(authorizer, structHash, v, r, s);
+        _requireValidSignature(authorizer, structHash, signature);
 
         _authorizationStates[authorizer][nonce] = true;
         emit AuthorizationCanceled(authorizer, nonce);
@@ -246,24 +246,31 @@ contract TestUSDC {
         require(!_authorizationStates[authorizer][nonce], "FiatTokenV2: authorization is used or canceled");
     }
 
-    function _requireValidSignature(address signer, bytes32 structHash, uint8 v, bytes32 r, bytes32 s)
-        private
-        view
-    {
+    /// @dev SignatureChecker.isValidSignatureNow of FiatToken v2.2: a contract signer answers through EIP-1271, an EOA
+    ///      signer by ecrecover of a 65-byte `r || s || v` signature.
+    function _requireValidSignature(address signer, bytes32 structHash, bytes memory signature) private view {
         bytes32 digest = keccak256(abi.encodePacked("\x19\x01", DOMAIN_SEPARATOR(), structHash));
-        require(
-            signer != address(0) && uint256(s) <= _SECP256K1N_HALF && (v == 27 || v == 28),
-            "FiatTokenV2: invalid signature"
-        );
+        require(signer != address(0), "FiatTokenV2: invalid signature");
+        if (signer.code.length > 0) {
+            (bool ok, bytes memory answer) =
+                signer.staticcall(abi.encodeWithSelector(_ERC1271_MAGIC_VALUE, digest, signature));
+            require(
+                ok && answer.length >= 32 && abi.decode(answer, (bytes32)) == bytes32(_ERC1271_MAGIC_VALUE),
+                "FiatTokenV2: invalid signature"
+            );
+            return;
+        }
+        require(signature.length == 65, "FiatTokenV2: invalid signature");
+        bytes32 r;
+        bytes32 s;
+        uint8 v;
+        assembly {
+            r := mload(add(signature, 0x20))
+            s := mload(add(signature, 0x40))
+            v := byte(0, mload(add(signature, 0x60)))
+        }
+        require(uint256(s) <= _SECP256K1N_HALF && (v == 27 || v == 28), "FiatTokenV2: invalid signature");
         address recovered = ecrecover(digest, v, r, s);
         require(recovered != address(0) && recovered == signer, "FiatTokenV2: invalid signature");
-    }
-
-    /// @dev Splits a 65-byte `r || s || v` signature (the layout produced by eth_signTypedData / viem).
-    function _splitSignature(bytes calldata signature) private pure returns (uint8 v, bytes32 r, bytes32 s) {
-        require(signature.length == 65, "FiatTokenV2: invalid signature");
-        r = bytes32(signature[0:32]);
-        s = bytes32(signature[32:64]);
-        v = uint8(signature[64]);
     }
 }

@@ -8,12 +8,14 @@ import { AppConfig } from "./Config.js"
 import { Chain } from "./Chain.js"
 import { settleWithFacilitator } from "./x402/facilitator.js"
 import { SettlementError, type VerifiedPayment } from "./x402/payment.js"
+import { SmartAccountConfig } from "./x402/smartAccount.js"
 import { makeVerify } from "./x402/verify.js"
 
 export class PaymentVerifier extends Effect.Service<PaymentVerifier>()("PaymentVerifier", {
   effect: Effect.gen(function* () {
     const chain = yield* Chain
     const config = yield* AppConfig
+    const smartAccounts = yield* SmartAccountConfig
 
     /** The x402 `accepts[]` entry for a price. */
     const requirements = (input: { readonly amount: bigint; readonly resource: string; readonly description: string }): PaymentRequirements => ({
@@ -37,7 +39,7 @@ export class PaymentVerifier extends Effect.Service<PaymentVerifier>()("PaymentV
         onSome: (url) => settleWithFacilitator(p, url, paymentRequirements)
       }).pipe(Effect.withSpan("PaymentVerifier.settle"))
 
-    const { verify, verifyCredential, caip2 } = makeVerify(chain, config)
+    const { verify, verifyCredential, caip2 } = makeVerify(chain, config, smartAccounts)
     return {
       requirements,
       verify,
@@ -47,7 +49,9 @@ export class PaymentVerifier extends Effect.Service<PaymentVerifier>()("PaymentV
       network: chain.network,
       /** The same network as x402 v2 names it (CAIP-2, "eip155:84532"). */
       caip2,
-      treasury: chain.treasury
+      treasury: chain.treasury,
+      /** Which counterfactual (ERC-6492) accounts' factories we deploy with, and the on-chain check's bound. */
+      smartAccounts
     } as const
   })
 }) {}

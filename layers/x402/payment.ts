@@ -69,6 +69,10 @@ export type RejectionReason =
   | "invalid_exact_evm_payload_authorization_valid_after"
   | "invalid_exact_evm_payload_authorization_valid_before"
   | "invalid_exact_evm_payload_signature"
+  /** A counterfactual (ERC-6492) smart account whose factory is not on X402_EIP6492_ALLOWED_FACTORIES (x402's name). */
+  | "eip6492_factory_not_allowed"
+  /** Deploying a counterfactual account through its factory failed before settlement (x402's name). */
+  | "smart_wallet_deployment_failed"
   | "payment_already_used"
   | "insufficient_funds"
   | "settlement_failed"

@@ -1,6 +1,7 @@
 // Verification of an x402 exact payment against a price, for either wire version: the version's own envelope (v1
 // scheme/network, v2 `accepted` requirements and extensions), then what both share, checked before our database is
-// touched (recipient, amount, validity window, EIP-3009 signature), then the chain (authorization unused, funds).
+// touched (recipient, amount, validity window, EIP-3009 signature: local ECDSA first, a smart account's on the chain),
+// then the chain (authorization unused, funds).
 import { Clock, Effect, Either } from "effect"
 import { getAddress, type Hex, isAddressEqual, verifyTypedData } from "viem"
 import type { AppConfigShape } from "../Config.js"
@@ -10,6 +11,7 @@ import type { PaymentCredential } from "./credential.js"
 import { decodePaymentHeader } from "./header.js"
 import { type ExactEvmPayload, PaymentRejected, type Presentation, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
 import { paymentIdentifierOf } from "./paymentIdentifier.js"
+import { type SmartAccountConfig, verifySmartAccountSignature } from "./smartAccount.js"
 import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
 
 /** A verified payment and how it was presented. */
@@ -19,7 +21,11 @@ export interface Verified {
 }
 
 /** `verify(credential, amount)` for one chain and configuration; `amount` is the exact price. */
-export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paymentMinValiditySeconds">) => {
+export const makeVerify = (
+  chain: ChainShape,
+  config: Pick<AppConfigShape, "paymentMinValiditySeconds">,
+  smartAccounts: SmartAccountConfig
+) => {
   const { publicClient } = chain
   const caip2 = caip2Of(chain.chainId)
   const domain = {
@@ -117,18 +123,12 @@ export const makeVerify = (chain: ChainShape, config: Pick<AppConfigShape, "paym
       const signature = exact.signature as Hex
       const nonce = auth.nonce.toLowerCase() as Hex
       const message = { from: payer, to: getAddress(auth.to), value, validAfter, validBefore, nonce }
-      const valid = signature.length === 132 &&
-        (yield* Effect.promise(() =>
-          verifyTypedData({
-            address: payer,
-            domain,
-            types: transferWithAuthorizationTypes,
-            primaryType: "TransferWithAuthorization",
-            message,
-            signature
-          }).catch(() => false)
-        ))
-      if (!valid) return yield* reject("invalid_exact_evm_payload_signature", "the payment signature does not match its authorization")
+      const typedData = { domain, types: transferWithAuthorizationTypes, primaryType: "TransferWithAuthorization", message } as const
+      // The payer's own key: checked here, no chain call (a plain-key payment costs nothing more). Anything else may be
+      // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
+      const signedByKey = signature.length === 132 &&
+        (yield* Effect.promise(() => verifyTypedData({ ...typedData, address: payer, signature }).catch(() => false)))
+      if (!signedByKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
       const [used, balance] = yield* Effect.tryPromise(() =>
         Promise.all([
           publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] }),

@@ -20,6 +20,7 @@ import { batch } from "../sql/Batch.js"
 import { lookUp, paidInBatch, pending, resolveInBatch, resolveSingle, type Settlement } from "./chainOutcome.js"
 import { PAYMENT_LEASE_MS, type PaymentPurpose, type PaymentRow, PaymentsRepo, verifiedOf } from "./Repo.js"
 import { Settler } from "./Settler.js"
+import { AccountDeployer } from "./AccountDeployer.js"
 
 export type { Settlement, SettleOutcome } from "./chainOutcome.js"
 
@@ -33,6 +34,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const host = yield* MachineHost
     const faults = yield* MoneyFaults
     const settler = yield* Settler
+    const deployer = yield* AccountDeployer
 
     /** A unique key of payments was hit: this authorization (or this very header) was already used. */
     const alreadyUsed = (error: SqlError.SqlError): Effect.Effect<never, PaymentRejected | SqlError.SqlError> =>
@@ -70,6 +72,9 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
       Effect.gen(function* () {
         yield* faults.beforeSettle(p)
         if (chain.settlement === "facilitator") return yield* settleThroughFacilitator(p, requirements)
+        // A counterfactual (ERC-6492) payer's account is deployed first; until it is, the settlement waits (or fails).
+        const notYet = yield* deployer.ensureDeployed(paymentId, p)
+        if (Option.isSome(notYet)) return notYet.value
         const sent = yield* settler.send(paymentId, p)
         switch (sent._tag) {
           case "Single":
@@ -186,7 +191,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
 
     return { reserve, madeWith, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
   }),
-  dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default]
+  dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default, AccountDeployer.Default]
 }) {}
 
 /** Runs the recovery worker every few seconds for the life of the service. */

@@ -1,11 +1,13 @@
 // Sends settlements as treasury transactions. With a SettlementBatcher, settlements are group-committed: an idle settler
 // sends a payment at once (alone: a plain transferWithAuthorization); while a transaction is in flight the next payments
 // wait and go together, as one batch, when it is mined (a full batch goes out beside the one in flight). Without a
-// batcher, one transaction per payment, concurrently.
+// batcher, one transaction per payment, concurrently. A smart account's signature that is not 65 bytes (or is an
+// ERC-6492 one) goes alone too, through the token's bytes overload: the batcher's items carry (v, r, s) only.
 import { SqlClient } from "@effect/sql"
 import { Cause, Config, Deferred, Effect, FiberSet, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
+import { settlesAsVrs } from "../../layers/x402/smartAccount.js"
 import { newId } from "../../src/domain/Ids.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { batchCalldata, batchGas, paidInBatch, singleCalldata } from "./chainOutcome.js"
@@ -14,6 +16,8 @@ import { PaymentsRepo } from "./Repo.js"
 
 /** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
 const SETTLEMENT_GAS = 150_000n
+/** The same through a smart account's ERC-1271 check (its own verification logic runs inside the token's). */
+const SMART_ACCOUNT_SETTLEMENT_GAS = 300_000n
 
 /**
  * Batch transactions in flight at once from the treasury: the second one only for a full batch (consecutive nonces; the
@@ -66,7 +70,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           subjectId: paymentId,
           to: chain.usdc.address,
           data: singleCalldata(p),
-          gas: SETTLEMENT_GAS,
+          gas: settlesAsVrs(p.signature) ? SETTLEMENT_GAS : SMART_ACCOUNT_SETTLEMENT_GAS,
           linkStatement: (txId) => repo.linkTreasuryTx(paymentId, txId)
         })
         const receipt = yield* writer.awaitReceipt(tx, undefined, pollMs)
@@ -141,9 +145,12 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
       onStop: (left) => release(left, () => stopping)
     }))
 
-    /** Settles one payment: through the group commit when there is a batcher, else in a transaction of its own. */
+    /**
+     * Settles one payment: through the group commit when there is a batcher, else (or when its signature needs the
+     * token's bytes overload) in a transaction of its own.
+     */
     const send = (paymentId: string, p: VerifiedPayment): Effect.Effect<Sent> =>
-      Option.match(commits, {
+      Option.match(settlesAsVrs(p.signature) ? commits : Option.none(), {
         onNone: () => sendOne(paymentId, p),
         onSome: (c) =>
           Effect.gen(function* () {

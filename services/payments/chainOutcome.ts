@@ -6,6 +6,7 @@ import type { ChainShape } from "../../layers/Chain.js"
 import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import type { RejectionReason, VerifiedPayment } from "../../layers/x402/payment.js"
+import { settlesAsVrs, tokenSignatureOf } from "../../layers/x402/smartAccount.js"
 import { authorizationPayment, ChainReadError, movedExactly } from "../treasury/chainReads.js"
 import type { TxOutcome } from "../treasury/TreasuryWriter.js"
 
@@ -38,8 +39,18 @@ const authorizationArgs = (p: VerifiedPayment) => {
   return { from: getAddress(p.payer), to: getAddress(p.payTo), value: p.amount, validAfter: p.validAfter, validBefore: p.validBefore, nonce: p.nonce, v, r, s }
 }
 
-/** One payment, one transaction: the token's transferWithAuthorization. */
+/**
+ * One payment, one transaction: the token's transferWithAuthorization, with (v, r, s) for a 65-byte signature, else
+ * (a smart account's signature; an ERC-6492 one unwrapped, its account deployed first) the bytes overload.
+ */
 export const singleCalldata = (p: VerifiedPayment): Hex => {
+  if (!settlesAsVrs(p.signature)) {
+    return encodeFunctionData({
+      abi: usdcAbi,
+      functionName: "transferWithAuthorization",
+      args: [getAddress(p.payer), getAddress(p.payTo), p.amount, p.validAfter, p.validBefore, p.nonce, tokenSignatureOf(p.signature)]
+    })
+  }
   const a = authorizationArgs(p)
   return encodeFunctionData({
     abi: usdcAbi,
@@ -48,7 +59,7 @@ export const singleCalldata = (p: VerifiedPayment): Hex => {
   })
 }
 
-/** Many payments, one transaction: the SettlementBatcher's settle(token, authorizations). */
+/** Many payments, one transaction: the SettlementBatcher's settle(token, authorizations); only `settlesAsVrs` ones. */
 export const batchCalldata = (token: `0x${string}`, payments: ReadonlyArray<VerifiedPayment>): Hex =>
   encodeFunctionData({ abi: settlementBatcherAbi, functionName: "settle", args: [token, payments.map(authorizationArgs)] })
 

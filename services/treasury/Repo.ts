@@ -6,7 +6,7 @@ import { startMachine } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import { batch } from "../sql/Batch.js"
 
-export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal")
+export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal", "account_deploy")
 export type TreasuryPurpose = typeof TreasuryPurpose.Type
 
 export const TreasuryTxRow = Schema.Struct({
@@ -97,6 +97,11 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
                ORDER BY nonce LIMIT ${limit}`)
 
     /** Keeps a transaction leased to this process while it waits for its receipt. */
+    /** The transaction of `purpose` for `subjectId` still signed or broadcast (not yet mined or dropped), if any. */
+    const liveFor = (purpose: TreasuryPurpose, subjectId: string) =>
+      rows(sql`SELECT * FROM treasury_txs WHERE purpose = ${purpose} AND subject_id = ${subjectId} AND state IN ('signed', 'broadcast') LIMIT 1`).pipe(
+        Effect.map((r) => Option.fromNullable(r[0]))
+      )
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE treasury_txs SET lease_until = ${until} WHERE id = ${id} AND state IN ('signed', 'broadcast')`.pipe(Effect.asVoid)
 
@@ -132,6 +137,6 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       sql`INSERT INTO chain_reinclusions (tx_hash, block_number) VALUES (${hash.toLowerCase()}, ${block.toString()})
           ON CONFLICT (tx_hash) DO UPDATE SET block_number = EXCLUDED.block_number, recorded_at = now()`.pipe(Effect.asVoid)
 
-    return { notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
+    return { notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

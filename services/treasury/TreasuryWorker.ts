@@ -20,15 +20,21 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const reconciliation = yield* Reconciliation
     const finality = yield* TreasuryFinality
 
+    /** A transaction that books nothing: its outcome is recorded, and that is all. */
+    const recordOnly = (name: string) => (tx: TreasuryTxRow) =>
+      Effect.flatMap(writer.observe(tx), (outcome) =>
+        outcome._tag === "Pending" ? Effect.void : Effect.asVoid(writer.recordIn(tx.id, outcome)).pipe(Effect.withSpan(name)))
+
     /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
     const purposes: Record<TreasuryTxRow["purpose"], (tx: TreasuryTxRow) => Effect.Effect<void, unknown>> = {
       settlement: payments.resolveTx,
       settlement_batch: payments.resolveBatchTx,
       refund: refunds.resolveTx,
       withdrawal: withdrawals.resolveTx,
-      gap_fill: (tx) =>
-        Effect.flatMap(writer.observe(tx), (outcome) =>
-          outcome._tag === "Pending" ? Effect.void : Effect.asVoid(writer.recordIn(tx.id, outcome)).pipe(Effect.withSpan("gap_fill")))
+      gap_fill: recordOnly("gap_fill"),
+      // A counterfactual account's deployment (services/payments/AccountDeployer.ts): its payment's settlement checks
+      // the account's code itself, so the deployment's outcome books nothing.
+      account_deploy: recordOnly("account_deploy")
     }
 
     /** Unfinished transactions whose lease ran out (their process died or gave up waiting), lowest nonce first. */
