@@ -2,7 +2,6 @@
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
 import { AppConfig } from "../layers/Config.js"

@@ -45,6 +45,7 @@ export class Search extends Effect.Service<Search>()("operator/Search", {
             UNION ALL
             SELECT 'refund', 'execution', coalesce(r.execution_id, r.id), format('refund %s: %s', r.id, r.status), r.created_at
               FROM refunds r WHERE r.id = ${q} OR r.tx_hash = ${lower} OR r.to_address = ${lower}
+                OR r.treasury_tx_id IN (SELECT x.id FROM treasury_txs x WHERE x.tx_hash = ${lower} OR ${lower} = ANY (x.replaced_hashes))
             UNION ALL
             SELECT 'treasury transaction', 'treasury', t.id, format('%s %s · nonce %s', t.purpose, t.state, t.nonce), t.created_at
               FROM treasury_txs t WHERE t.id = ${q} OR t.tx_hash = ${lower} OR t.subject_id = ${q} OR ${lower} = ANY (t.replaced_hashes)
@@ -54,6 +55,7 @@ export class Search extends Effect.Service<Search>()("operator/Search", {
             UNION ALL
             SELECT 'withdrawal', 'withdrawal', w.id, w.status, w.created_at
               FROM withdrawals w WHERE w.id = ${q} OR w.tx_hash = ${lower} OR w.destination_wallet = ${lower}
+                OR w.treasury_tx_id IN (SELECT x.id FROM treasury_txs x WHERE x.tx_hash = ${lower} OR ${lower} = ANY (x.replaced_hashes))
             UNION ALL
             SELECT 'webhook delivery', 'webhookDelivery', d.id, format('%s · %s', d.status, d.event_type), d.created_at
               FROM webhook_deliveries d WHERE d.id = ${q} OR d.event_id = ${q}

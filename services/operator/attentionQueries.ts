@@ -69,7 +69,7 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
       return sql`SELECT 'execution' AS machine, coalesce(t.execution_id, t.id) AS actor_id,
           (SELECT e.agent_id::text FROM executions e WHERE e.id = t.execution_id) AS agent_id, t.amount::text AS amount, t.created_at AS since,
           format('refund %s to %s %s after %s attempt(s)%s', t.id, t.to_address,
-            CASE t.status WHEN 'failed' THEN 'failed' WHEN 'submitted' THEN format('sent as %s, not confirmed', t.tx_hash) ELSE 'not sent yet' END,
+            CASE t.status WHEN 'failed' THEN 'failed' WHEN 'submitted' THEN format('sent as %s, not confirmed', coalesce(t.tx_hash, (SELECT x.tx_hash FROM treasury_txs x WHERE x.id = t.treasury_tx_id))) ELSE 'not sent yet' END,
             t.attempts, CASE WHEN t.last_error IS NOT NULL THEN format('; last error: %s', t.last_error) ELSE '' END) AS cause,
           CASE WHEN t.status = 'pending' THEN 'retry_refund' END AS lever, CASE WHEN t.status = 'pending' THEN t.id END AS lever_target
         FROM refunds t

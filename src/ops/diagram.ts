@@ -89,8 +89,8 @@ export const layout = (graph: Graph): ReadonlyMap<string, { readonly column: num
   return placed
 }
 
-const BOX = { w: 150, h: 46 }
-const GAP = { x: 110, y: 34 }
+const BOX = { w: 168, h: 46 }
+const GAP = { x: 96, y: 40 }
 const PAD = 16
 
 export interface DiagramInput {
@@ -115,8 +115,8 @@ export const diagramSvg = (d: DiagramInput): Html => {
     const [x2, y2] = forward ? [x(e.to), y(e.to) + BOX.h / 2] : [x(e.to) + BOX.w / 2, y(e.to) + BOX.h]
     // Backward and same-column transitions bow below the boxes.
     const path = forward ? `M${x1},${y1} L${x2},${y2}` : `M${x1},${y1} C${x1},${y1 + 40} ${x2},${y2 + 40} ${x2},${y2 + 2}`
-    const [lx, ly] = forward ? [(x1 + x2) / 2, (y1 + y2) / 2 - 4] : [(x1 + x2) / 2, Math.max(y1, y2) + 32]
-    return html`<g class="edge" data-from="${e.from}" data-to="${e.to}"><path d="${path}" fill="none" stroke="#8a93a3" marker-end="url(#arrow)"/><text x="${lx}" y="${ly}" text-anchor="middle" fill="#4b5361">${e.events.join(", ")}</text></g>`
+    const [lx, ly] = forward ? [x1 + (x2 - x1) * 0.5, y1 + (y2 - y1) * 0.5 - 4] : [(x1 + x2) / 2, Math.max(y1, y2) + 32]
+    return html`<g class="edge" data-from="${e.from}" data-to="${e.to}"><path d="${path}" fill="none" stroke="#8a93a3" marker-end="url(#arrow)"/><text x="${lx}" y="${ly}" text-anchor="middle" fill="#4b5361" font-size="10" paint-order="stroke" stroke="#ffffff" stroke-width="3">${e.events.join(", ")}</text></g>`
   }
   const box = (state: string) => {
     const count = d.counts.get(state) ?? 0

@@ -25,7 +25,8 @@ const stamp = (d: Date) => d.toISOString().replace("T", " ").replace(/\.\d{3}Z$/
 /** A timestamp (Date, ISO text or PostgreSQL text) as `<time>` with its age; text that is not a time stays as is. */
 export const when = (value: Date | string | null | undefined, now: Date): Html | string => {
   if (value === null || value === undefined || value === "") return ""
-  const d = value instanceof Date ? value : new Date(value.includes("T") || !/^\d{4}-\d{2}-\d{2} /.test(value) ? value : value.replace(" ", "T"))
+  // PostgreSQL's text form ("2026-11-27 09:00:00.12+00") becomes ISO 8601 ("2026-11-27T09:00:00.12+00:00").
+  const d = value instanceof Date ? value : new Date(value.replace(/^(\d{4}-\d{2}-\d{2}) /, "$1T").replace(/([+-]\d{2})$/, "$1:00"))
   if (Number.isNaN(d.getTime())) return typeof value === "string" ? value : ""
   return html`<time datetime="${d.toISOString()}">${stamp(d)}</time> <span class="muted">(${relative(d, now)})</span>`
 }

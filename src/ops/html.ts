@@ -44,7 +44,7 @@ const STYLE = `
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
 header{background:#1d2430;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.5rem;align-items:center}
 header a{color:#fff}
-main{padding:1rem 1.2rem;max-width:1200px}
+main{padding:1rem 1.2rem;max-width:1600px}
 table{border-collapse:collapse;background:#fff;margin:.5rem 0 1rem}
 th,td{border:1px solid #d8dce3;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#eef0f4}

@@ -46,7 +46,9 @@ export const view = (segments: ReadonlyArray<string>, url: URL, csrf: string, fl
     if (first === "search" && segments.length === 1) {
       const q = (url.searchParams.get("q") ?? "").trim().slice(0, 128)
       const hits = yield* (yield* Search).find(q)
-      const only = hits.length === 1 ? hits[0] : undefined
+      // One hit, or one hit that is the id itself (an agent id also names its registration payment): open it.
+      const exact = hits.filter((h) => h.id === q || h.id === q.toLowerCase())
+      const only = hits.length === 1 ? hits[0] : exact.length === 1 ? exact[0] : undefined
       if (only !== undefined) return { _tag: "Redirect", location: hitPath(only) } satisfies View
       return page(q === "" ? "Search" : `Search: ${q}`, searchPage(q, hits, now), q !== "" && hits.length === 0 ? 404 : 200)
     }
