@@ -47,9 +47,24 @@ const isMachineKind = (value: string | null): value is MachineKind => MACHINE_KI
 export const rank = (items: ReadonlyArray<AttentionItem>): ReadonlyArray<AttentionItem> =>
   [...items].sort((a, b) => (a.amount === b.amount ? a.since.getTime() - b.since.getTime() : a.amount > b.amount ? -1 : 1))
 
+const zeros = (): { [K in AttentionKind]: number } => ({
+  execution_overdue: 0,
+  settlement_retrying: 0,
+  settlement_failed: 0,
+  treasury_stuck: 0,
+  refund_unconfirmed: 0,
+  withdrawal_slow: 0,
+  dispute_escalated: 0,
+  dispute_due_soon: 0,
+  webhook_switched_off: 0,
+  delivery_dead: 0,
+  circuit_open: 0,
+  reconciliation_drift: 0
+})
+
 /** Pure: the number of items per kind (every kind present, zeros included). */
 export const countByKind = (items: ReadonlyArray<AttentionItem>): AttentionCounts => {
-  const counts = Object.fromEntries(ATTENTION_KINDS.map((k) => [k, 0])) as Record<AttentionKind, number>
+  const counts = zeros()
   for (const item of items) counts[item.kind] += 1
   return counts
 }
@@ -93,7 +108,10 @@ export class Attention extends Effect.Service<Attention>()("operator/Attention",
           (kind) => Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM (${attentionQuery(sql, kind, now)}) q`.pipe(Effect.orDie), (r) => [kind, r[0]?.n ?? 0] as const),
           { concurrency: 4 }
         )
-        return Object.fromEntries(rows) as AttentionCounts
+        const counts = zeros()
+        for (const [kind, n] of rows) counts[kind] = n
+        const result: AttentionCounts = counts
+        return result
       }).pipe(Effect.withSpan("Attention.counts"))
 
     return { list, counts } as const

@@ -10,6 +10,7 @@ import { createTestClient, type Hex, http } from "viem"
 import { describe, it as plainIt } from "vitest"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { MachineHost } from "../../machines/Host.js"
+import { Attention } from "../../services/operator/Attention.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
 import { Dispatcher } from "../../services/webhooks/Dispatcher.js"
 import { fakeAgent } from "../support/agents.js"
@@ -143,6 +144,12 @@ describe.skipIf(!haveChromium)("needs attention", () => {
         expect(second.find((r) => r.kind === "treasury_stuck" && r.actor === sent?.id)?.cause).toMatch(/^refund transaction 0x[0-9a-f]{64} \(nonce \d+\) (signed|broadcast) and not mined/)
         expect(second.some((r) => r.kind === "execution_overdue")).toBe(false)
         expect(second.find((r) => r.kind === "dispute_escalated")?.amount).toBe("0.011000 USDC")
+        // The same facts as numbers per kind (what a gauge exposes).
+        const counts = yield* (yield* Attention).counts()
+        for (const kind of ["dispute_escalated", "refund_unconfirmed", "treasury_stuck", "delivery_dead"] as const) {
+          expect(counts[kind]).toBe(second.filter((r) => r.kind === kind).length)
+        }
+        expect(counts.execution_overdue).toBe(0)
         // Ranked by money at stake: never a smaller amount above a larger one.
         const amounts = second.map((r) => Number(r.amount.replace(" USDC", "") || "0"))
         expect(amounts).toEqual([...amounts].sort((a, b) => b - a))
