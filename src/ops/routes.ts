@@ -5,7 +5,9 @@ import { Cause, Clock, Effect, Either, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig } from "../../layers/Config.js"
 import { tokenFingerprint } from "../../services/operator/Actions.js"
+import { Decisions } from "../../services/operator/Decisions.js"
 import { Levers } from "../../services/operator/Levers.js"
+import { pullDisputeLever, RESOLVE_DISPUTE } from "./disputeLever.js"
 import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
 import { MachineKindSchema } from "../domain/Operator.js"
 import { OperatorToken } from "../http/OperatorHttp.js"
@@ -112,7 +114,16 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
       if (!sessions.csrfValid(signedIn, fields.right("csrf"))) return message(403, "Refused", "the form's CSRF token does not match your session; reload the page")
       if (route === "POST /logout") return see("/ops").pipe(HttpServerResponse.expireCookie(SESSION_COOKIE, cookieOptions))
       if (route === "POST /levers") {
-        const outcome: LeverOutcome = yield* pullLever(yield* Levers, tokenFingerprint(token), {
+        const outcome: LeverOutcome = fields.right("lever") === RESOLVE_DISPUTE
+          ? yield* pullDisputeLever(yield* Decisions, tokenFingerprint(token), {
+            target: fields.right("target"),
+            operator: fields.right("operator"),
+            resolution: fields.right("resolution"),
+            clientShareBps: fields.right("clientShareBps"),
+            notes: fields.right("reason"),
+            confirm: fields.right("confirm")
+          })
+          : yield* pullLever(yield* Levers, tokenFingerprint(token), {
           lever: fields.right("lever"),
           target: fields.right("target"),
           operator: fields.right("operator"),

@@ -1,6 +1,7 @@
 // The console's "needs attention" page in a real browser, on a chain of the test's own: a hanging agent (its execution
 // past its deadline), a failing webhook receiver (a dead-lettered delivery), a dispute left to escalate, and a refund
-// whose transaction the mempool dropped each appear with their cause; the dead delivery is fixed through its lever.
+// whose transaction the mempool dropped each appear with their cause; the dead delivery and the dispute are settled
+// through their levers.
 // Also: a machine's state diagram with live counts (a state opens its actors), search by id, and the agent page.
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, TestClock } from "effect"
@@ -67,7 +68,7 @@ const attentionRows = (page: Page) =>
 
 describe.skipIf(!haveChromium)("needs attention", () => {
   layer(App)("in a browser", (it) => {
-    it.scoped("a hanging agent, a failing webhook receiver, an escalated dispute and a dropped refund each show with their cause; the dead delivery is requeued through its lever", () =>
+    it.scoped("a hanging agent, a failing webhook receiver, an escalated dispute and a dropped refund each show with their cause; the dead delivery is requeued and the dispute decided through their levers", () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(Date.now())
         const own = yield* Own
@@ -171,6 +172,21 @@ describe.skipIf(!haveChromium)("needs attention", () => {
         expect(hook.received).toHaveLength(6)
         yield* step(() => page.goto(`${baseUrl}/ops`))
         expect((yield* attentionRows(page)).some((r) => r.kind === "delivery_dead")).toBe(false)
+
+        // The escalated dispute is decided through its lever (for the agent: the frozen money is released).
+        yield* step(() => page.locator(`#attention tr[data-kind=dispute_escalated] a.lever-link[data-lever=resolve_dispute]`).click())
+        const decide = page.locator("form[data-lever=resolve_dispute]")
+        yield* step(async () => {
+          await decide.locator("input[name=operator]").fill("carol")
+          await decide.locator("select[name=resolution]").selectOption("resolved_agent")
+          await decide.locator("input[name=reason]").fill("the answer matched the request")
+          await decide.locator("input[name=confirm]").check()
+          await Promise.all([page.waitForURL(`**/ops/machines/dispute/${disputeId}`), decide.locator("button[type=submit]").click()])
+        })
+        expect(yield* step(() => page.textContent("[role=status]"))).toContain("resolve_dispute: applied")
+        expect(yield* step(() => page.textContent("[data-testid=state]"))).toBe("resolved_agent")
+        yield* step(() => page.goto(`${baseUrl}/ops`))
+        expect((yield* attentionRows(page)).some((r) => r.kind === "dispute_escalated")).toBe(false)
 
         // The execution machine's diagram: live counts, the problem state marked; clicking it lists its actors.
         yield* step(() => page.goto(`${baseUrl}/ops/machines/execution`))

@@ -2,6 +2,7 @@
 import type { ActionView } from "../../../services/operator/Actions.js"
 import { actorLink, agentLink, field, when } from "../format.js"
 import { type Html, html, opsPath } from "../html.js"
+import { disputeLeverForm } from "../disputeLever.js"
 import { leverForm, leversFor } from "../levers.js"
 import { notice } from "./login.js"
 import type { Actor, History, Notice } from "./types.js"
@@ -26,6 +27,7 @@ export const actionsTable = (actions: ReadonlyArray<ActionView>, now: Date) =>
 
 export const actorPage = (actor: Actor, history: History, csrf: string, flash: Notice | undefined, now: Date): Html => {
   const offers = leversFor(actor)
+  const dispute = disputeLeverForm(actor, csrf)
   const agentId = actor.kind === "execution" || actor.kind === "withdrawal" || actor.kind === "dispute" ? actor.summary["agentId"] : actor.kind === "circuit" ? actor.id : null
   return html`${notice(flash)}
 <p>Kind <a href="${opsPath(["machines", actor.kind])}">${actor.kind}</a> · state <strong data-testid="state">${actor.state}</strong> · created ${when(actor.createdAt, now)}${
@@ -37,7 +39,7 @@ export const actorPage = (actor: Actor, history: History, csrf: string, flash: N
       ? html`<tr><td colspan="4" class="muted">none</td></tr>`
       : actor.timers.map((t) => html`<tr><td>${t.event}</td><td>${when(t.dueAt, now)}</td><td>${t.source}</td><td>${t.attempts ?? ""}</td></tr>`)
   }</tbody></table>
-<h2>Levers</h2>${offers.length === 0 ? html`<p class="muted">No lever applies to this actor in its state.</p>` : offers.map((o) => leverForm(o, actor, csrf))}
+<h2>Levers</h2>${offers.length === 0 && dispute === "" ? html`<p class="muted">No lever applies to this actor in its state.</p>` : [...offers.map((o) => leverForm(o, actor, csrf)), dispute]}
 <h2>History</h2><table id="history"><thead><tr><th>#</th><th>Event</th><th>From</th><th>To</th><th>At</th><th>Operator action</th></tr></thead><tbody>${
     history.transitions.map((t) =>
       html`<tr><td>${t.id}</td><td>${t.event}</td><td>${t.from ?? ""}</td><td>${t.to}</td><td>${when(t.at, now)}</td><td>${operatorCell(t)}</td></tr>`)

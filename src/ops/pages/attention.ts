@@ -27,9 +27,6 @@ const subject = (item: AttentionItem): Html | string =>
 /** Where the lever is pulled: the actor's page (its form) or, for disputes, the operator API's resolve call. */
 const leverCell = (item: AttentionItem): Html | string => {
   if (item.lever === null) return item.agentId === null ? html`<span class="muted">none: investigate</span>` : html`<a href="${opsPath(["agents", item.agentId])}">agent page</a>`
-  if (item.lever === "resolve_dispute") {
-    return html`<code>POST /api/v1/operator/disputes/${item.actorId}/resolve</code>`
-  }
   const page = item.lever === "suspend_agent" && item.agentId !== null ? opsPath(["machines", "circuit", item.agentId]) : item.machine === null ? null : opsPath(["machines", item.machine, item.actorId])
   return page === null ? item.lever : html`<a class="lever-link" data-lever="${item.lever}" href="${page}#lever-${item.lever}">${item.lever.replaceAll("_", " ")}</a>`
 }
