@@ -168,6 +168,8 @@ describe.skipIf(!haveChromium)("needs attention", () => {
           await Promise.all([page.waitForURL(`**/ops/machines/webhookDelivery/${dead?.actor}`), form.locator("button[type=submit]").click()])
         })
         expect(yield* step(() => page.textContent("[role=status]"))).toContain("requeue_delivery: applied")
+        // The dead delivery says why it died.
+        expect(yield* step(() => page.locator("tr", { has: page.locator("th", { hasText: /^lastError$/ }) }).locator("td").textContent())).toMatch(/500/)
         yield* dispatcher.sendDue
         expect(hook.received).toHaveLength(6)
         yield* step(() => page.goto(`${baseUrl}/ops`))
