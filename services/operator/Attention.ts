@@ -6,6 +6,7 @@ import type { MachineKind } from "../../machines/Host.js"
 import { MACHINE_KINDS } from "../../src/domain/Operator.js"
 import { rowsOf } from "../sql/Rows.js"
 import { ATTENTION_KINDS, type AttentionKind, attentionQuery } from "./attentionQueries.js"
+import { formatUsdc } from "../../src/domain/Money.js"
 
 export { ATTENTION_KINDS, type AttentionKind } from "./attentionQueries.js"
 
@@ -114,6 +115,17 @@ export class Attention extends Effect.Service<Attention>()("operator/Attention",
         return result
       }).pipe(Effect.withSpan("Attention.counts"))
 
-    return { list, counts } as const
+    /** The operator API's report: the items (amounts as USDC decimals) and the exact counts. */
+    const report = Effect.gen(function* () {
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const [items, exact] = yield* Effect.all([list(now), counts(now)], { concurrency: 2 })
+      return {
+        generatedAt: now.toISOString(),
+        counts: exact,
+        items: items.map((i) => ({ ...i, amount: formatUsdc(i.amount), since: i.since.toISOString() }))
+      }
+    }).pipe(Effect.withSpan("Attention.report"))
+
+    return { list, counts, report } as const
   })
 }) {}

@@ -15,21 +15,9 @@ export const DISPUTE_NEAR_MS = 6 * 60 * 60_000
 /** Failed settlements are listed for this long after they failed (older ones are history). */
 export const SETTLEMENT_FAILED_WINDOW_MS = 24 * 60 * 60_000
 
-export const ATTENTION_KINDS = [
-  "execution_overdue",
-  "settlement_retrying",
-  "settlement_failed",
-  "treasury_stuck",
-  "refund_unconfirmed",
-  "withdrawal_slow",
-  "dispute_escalated",
-  "dispute_due_soon",
-  "webhook_switched_off",
-  "delivery_dead",
-  "circuit_open",
-  "reconciliation_drift"
-] as const
-export type AttentionKind = (typeof ATTENTION_KINDS)[number]
+import type { AttentionKind } from "../../src/domain/Attention.js"
+
+export { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.js"
 
 /** Every query selects: machine, actor_id, agent_id, amount (micro-USDC text), since, cause, lever, lever_target. */
 export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, now: Date): Statement<object> => {

@@ -151,6 +151,9 @@ describe.skipIf(!haveChromium)("needs attention", () => {
           expect(counts[kind]).toBe(second.filter((r) => r.kind === kind).length)
         }
         expect(counts.execution_overdue).toBe(0)
+        const report = (yield* api("/api/v1/operator/attention", { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } })).body.data
+        expect(report.counts).toEqual(counts)
+        expect(report.items.find((i: { kind: string }) => i.kind === "dispute_escalated")).toMatchObject({ actorId: disputeId, amount: "0.011000", lever: "resolve_dispute" })
         // Ranked by money at stake: never a smaller amount above a larger one.
         const amounts = second.map((r) => Number(r.amount.replace(" USDC", "") || "0"))
         expect(amounts).toEqual([...amounts].sort((a, b) => b - a))
