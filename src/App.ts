@@ -2,7 +2,6 @@
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
 import { AppConfig } from "../layers/Config.js"
@@ -53,9 +52,13 @@ import { Inspection } from "../services/operator/Inspection.js"
 import { Levers } from "../services/operator/Levers.js"
 import { Decisions } from "../services/operator/Decisions.js"
 import { OperatorStats } from "../services/operator/Stats.js"
+import { Attention } from "../services/operator/Attention.js"
+import { Search } from "../services/operator/Search.js"
+import { AgentView } from "../services/operator/AgentView.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
 import { MachineRunnersLive } from "./MachineRunners.js"
 import { OperatorToken } from "./http/OperatorHttp.js"
+import { devnetOperatorToken } from "../layers/devnet/operatorToken.js"
 import { announceReady } from "./cluster/supervised.js"
 import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
@@ -63,8 +66,12 @@ import { HttpLive } from "./http/Server.js"
 /** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
 export const OperatorTokenLive = Layer.effect(
   OperatorToken,
-  Effect.map(AppConfig, (config) =>
-    Option.getOrElse(config.operatorToken, () => Redacted.make(`devnet-${randomBytes(18).toString("base64url")}`)))
+  Effect.flatMap(AppConfig, (config) =>
+    Option.match(config.operatorToken, {
+      onSome: Effect.succeed,
+      // Devnet: kept in DATA_DIR across restarts (layers/devnet/operatorToken.ts).
+      onNone: () => Effect.map(Effect.promise(() => devnetOperatorToken(config.dataDir)), Redacted.make)
+    }))
 )
 
 /** Domain services and background workers on top of the database and the given chain layer. */
@@ -148,6 +155,9 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Levers.Default,
         Decisions.Default,
         OperatorStats.Default,
+        Attention.Default,
+        Search.Default,
+        AgentView.Default,
         OperatorTransactions.Default,
         TokenThrottle.Default
       )
@@ -191,7 +201,7 @@ const BannerLive = Layer.effectDiscard(
       `  USDC:            ${chain.usdc.address}`,
       `  treasury:        ${chain.treasury}`,
       `  docs:            ${address}/docs  (OpenAPI: ${address}/openapi.json)`,
-      ...(chain.mode === "devnet" && Option.isNone(config.operatorToken) ? [`  operator token:  ${Redacted.value(token)}`] : [])
+      ...(chain.mode === "devnet" && Option.isNone(config.operatorToken) ? [`  operator token:  ${Redacted.value(token)} (kept in ${config.dataDir}/operator-token)`] : [])
     ]
     const { format } = yield* LogSettings
     // JSON logs stay one object per line: the banner becomes one record there (without the devnet operator token).

@@ -180,6 +180,8 @@ export const KINDS: { readonly [K in MachineKind]: KindTable } = {
       ["eventType", "t.event_type"],
       ["attemptCount", "t.attempt_count"],
       ["responseStatus", "t.response_status"],
+      // Why the last attempt failed (the receiver's status or the connection error), so a dead delivery says why it died.
+      ["lastError", "(SELECT coalesce(a.error_message, 'HTTP ' || a.response_status) FROM webhook_attempts a WHERE a.delivery_id = t.id AND (a.response_status IS NULL OR a.response_status NOT BETWEEN 200 AND 299) ORDER BY a.attempt_number DESC LIMIT 1)"],
       ["requeuedFrom", "t.requeued_from"],
       ["deadLetterId", "(SELECT d.id FROM webhook_dead_letters d WHERE d.delivery_id = t.id)"],
       ["requeuedAt", "(SELECT d.requeued_at FROM webhook_dead_letters d WHERE d.delivery_id = t.id)"],

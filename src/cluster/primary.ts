@@ -1,7 +1,7 @@
 // The primary of WEB_CONCURRENCY > 1: starts what the workers share once (embedded PostgreSQL with the migrations applied;
 // the devnet's anvil with its contracts), then runs the workers with where to find them in their environment.
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
+import { devnetOperatorToken } from "../../layers/devnet/operatorToken.js"
 import { Chain, ChainLive } from "../../layers/Chain.js"
 import { AppConfig } from "../../layers/Config.js"
 import { LoggingLive, LogSettings } from "../../layers/observability/Logging.js"
@@ -18,7 +18,7 @@ const sharedEnvironment = (workers: number) => Effect.gen(function* () {
   if (db.mode === "embedded" && workers * pool > 190) {
     yield* Effect.logWarning(`${workers} workers × DATABASE_POOL_SIZE ${pool} = ${workers * pool} connections, more than the embedded PostgreSQL's 200 allow under load: lower DATABASE_POOL_SIZE`)
   }
-  const token = Option.isNone(config.operatorToken) ? `devnet-${randomBytes(18).toString("base64url")}` : undefined
+  const token = Option.isNone(config.operatorToken) ? yield* Effect.promise(() => devnetOperatorToken(config.dataDir)) : undefined
   const lines = [
     `agent marketplace primary (pid ${process.pid}): starting workers`,
     `  database:        ${db.mode}${db.dataDir === undefined ? "" : ` (data in ${db.dataDir}), migrated`}`,

@@ -3,6 +3,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AgentResource, TrustTier } from "../domain/Agent.js"
+import { AttentionReport } from "../domain/Attention.js"
 import { ConflictResponse, RateLimitedResponse, UnauthorizedResponse, UnavailableResponse } from "../domain/Errors.js"
 import {
   ActionList,
@@ -138,6 +139,11 @@ export class OperatorApi extends HttpApiGroup.make("operator")
       .setUrlParams(ActionListQuery)
       .addSuccess(ok(ActionList))
       .annotate(OpenApi.Summary, "Recorded operator actions, newest first (filter: machine, actorId)")
+  )
+  .add(
+    HttpApiEndpoint.get("attention", "/attention")
+      .addSuccess(ok(AttentionReport))
+      .annotate(OpenApi.Summary, "What needs attention: every stuck or failing actor, most money at stake first, with its cause and lever; counts per kind")
   )
   .add(
     HttpApiEndpoint.get("stats", "/stats")

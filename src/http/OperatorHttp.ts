@@ -7,6 +7,7 @@ import { type OperatorIdentity, OperatorLog, tokenFingerprint } from "../../serv
 import { Decisions } from "../../services/operator/Decisions.js"
 import { Inspection } from "../../services/operator/Inspection.js"
 import { Levers } from "../../services/operator/Levers.js"
+import { Attention } from "../../services/operator/Attention.js"
 import { OperatorStats } from "../../services/operator/Stats.js"
 import { OperatorTransactions } from "../../services/operator/Transactions.js"
 import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
@@ -63,6 +64,7 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
     const decisions = yield* Decisions
     const log = yield* OperatorLog
     const stats = yield* OperatorStats
+    const attention = yield* Attention
     const transactions = yield* OperatorTransactions
     const fingerprint = tokenFingerprint(yield* OperatorToken)
     const who = (headers: { readonly "x-operator": string }): OperatorIdentity => ({ name: headers["x-operator"], tokenFingerprint: fingerprint })
@@ -101,6 +103,7 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
           onSome: (history) => Effect.succeed(respond(history))
         })))
       .handle("actions", ({ urlParams }) => Effect.map(log.list({ ...page(urlParams), machine: urlParams.machine, actorId: urlParams.actorId }), respond))
+      .handle("attention", () => Effect.map(attention.report, respond))
       .handle("stats", ({ urlParams }) => Effect.map(stats.stats(urlParams.days ?? 30), respond))
       .handle("transactionsByRequester", ({ path, urlParams }) => Effect.map(transactions.list({ requester: path.requester }, page(urlParams)), respond))
       .handle("transactionsByProvider", ({ path, urlParams }) => Effect.map(transactions.list({ provider: path.agentId }, page(urlParams)), respond))

@@ -43,8 +43,8 @@ export const opsPath = (segments: ReadonlyArray<string>, query: Record<string, s
 const STYLE = `
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}
 header{background:#1d2430;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.5rem;align-items:center}
-header a{color:#fff}header form{margin-left:auto}
-main{padding:1rem 1.2rem;max-width:1200px}
+header a{color:#fff}
+main{padding:1rem 1.2rem;max-width:1600px}
 table{border-collapse:collapse;background:#fff;margin:.5rem 0 1rem}
 th,td{border:1px solid #d8dce3;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#eef0f4}
@@ -55,6 +55,11 @@ pre{background:#fff;border:1px solid #d8dce3;padding:.5rem;overflow:auto;max-hei
 .lever label{display:block;margin:.25rem 0}.lever input[type=text]{width:24rem}
 .op{color:#7a3e00;font-weight:600}.muted{color:#69707d}
 svg text{font:11px system-ui,sans-serif}
+tr.problem td{background:#fbeaea}.tag{font-size:11px;color:#a02020;border:1px solid #c0504d;border-radius:3px;padding:0 .25rem}
+td.num{text-align:right;white-space:nowrap}td.cause{max-width:34rem}time{white-space:nowrap}
+header .search{margin-left:auto}header .search input{width:22rem}header form.logout{margin-left:0}
+main .search input{width:32rem}figure.diagram{margin:.5rem 0;overflow:auto;background:#fff;border:1px solid #d8dce3;padding:.5rem}
+a.id{font-family:ui-monospace,monospace;font-size:12px}
 `
 
 export interface PageOptions {
@@ -72,7 +77,8 @@ export const layout = (page: PageOptions): string =>
 <body><header><strong>marketplace ops</strong>${
     page.csrf === undefined
       ? ""
-      : html`<a href="/ops">Overview</a><a href="/ops/actions">Operator actions</a>
-<form method="post" action="/ops/logout"><input type="hidden" name="csrf" value="${page.csrf}"><button type="submit">Log out</button></form>`
+      : html`<a href="/ops">Needs attention</a><a href="/ops/overview">Overview</a><a href="/ops/actions">Operator actions</a>
+<form method="get" action="/ops/search" class="search" role="search"><input type="search" name="q" maxlength="128" placeholder="Find any id, address or tx hash" aria-label="Search by id"></form>
+<form method="post" action="/ops/logout" class="logout"><input type="hidden" name="csrf" value="${page.csrf}"><button type="submit">Log out</button></form>`
   }</header>
 <main><h1>${page.title}</h1>${page.body}</main></body></html>`.markup

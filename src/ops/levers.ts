@@ -81,7 +81,7 @@ export const leversFor = (actor: ActorLike): ReadonlyArray<LeverOffer> => {
 
 /** A lever's form: the operator's name, the reason and a required confirmation, posted with the session's CSRF token. */
 export const leverForm = (offer: LeverOffer, back: { readonly kind: string; readonly id: string }, csrf: string): Html =>
-  html`<form class="lever" method="post" action="/ops/levers" data-lever="${offer.lever}">
+  html`<form class="lever" method="post" action="/ops/levers" data-lever="${offer.lever}" id="lever-${offer.lever}">
 <strong>${offer.title}</strong><p class="muted">${offer.effect}</p>
 <input type="hidden" name="csrf" value="${csrf}"><input type="hidden" name="lever" value="${offer.lever}">
 <input type="hidden" name="target" value="${offer.target}"><input type="hidden" name="kind" value="${back.kind}"><input type="hidden" name="id" value="${back.id}">

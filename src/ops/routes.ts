@@ -4,21 +4,22 @@ import { type HttpApp, HttpIncomingMessage, HttpServerRequest, HttpServerRespons
 import { Cause, Clock, Effect, Either, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { AppConfig } from "../../layers/Config.js"
-import { OperatorLog, tokenFingerprint } from "../../services/operator/Actions.js"
-import { Inspection } from "../../services/operator/Inspection.js"
+import { tokenFingerprint } from "../../services/operator/Actions.js"
+import { Decisions } from "../../services/operator/Decisions.js"
 import { Levers } from "../../services/operator/Levers.js"
-import { OperatorStats } from "../../services/operator/Stats.js"
+import { pullDisputeLever, RESOLVE_DISPUTE } from "./disputeLever.js"
 import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
-import { MachineKindSchema, OPERATOR_PAGE_DEFAULT } from "../domain/Operator.js"
+import { MachineKindSchema } from "../domain/Operator.js"
 import { OperatorToken } from "../http/OperatorHttp.js"
 import { type Html, layout, opsPath } from "./html.js"
 import { type LeverOutcome, pullLever } from "./levers.js"
-import { actionsPage, actorPage, listPage, loginPage, messagePage, type Notice, overviewPage } from "./pages.js"
+import { loginPage, messagePage } from "./pages/login.js"
+import type { Notice } from "./pages/types.js"
+import { view } from "./views.js"
 import { makeSessions, SESSION_COOKIE, SESSION_TTL_SECONDS } from "./session.js"
 
 const FLASH_COOKIE = "ops_flash"
 const MAX_FORM_BYTES = 16 * 1024
-const HISTORY_PAGE = 200
 const decodeKind = Schema.decodeUnknownEither(MachineKindSchema)
 const Flash = Schema.parseJson(Schema.Struct({ ok: Schema.Boolean, text: Schema.String.pipe(Schema.maxLength(600)) }))
 
@@ -113,7 +114,16 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
       if (!sessions.csrfValid(signedIn, fields.right("csrf"))) return message(403, "Refused", "the form's CSRF token does not match your session; reload the page")
       if (route === "POST /logout") return see("/ops").pipe(HttpServerResponse.expireCookie(SESSION_COOKIE, cookieOptions))
       if (route === "POST /levers") {
-        const outcome: LeverOutcome = yield* pullLever(yield* Levers, tokenFingerprint(token), {
+        const outcome: LeverOutcome = fields.right("lever") === RESOLVE_DISPUTE
+          ? yield* pullDisputeLever(yield* Decisions, tokenFingerprint(token), {
+            target: fields.right("target"),
+            operator: fields.right("operator"),
+            resolution: fields.right("resolution"),
+            clientShareBps: fields.right("clientShareBps"),
+            notes: fields.right("reason"),
+            confirm: fields.right("confirm")
+          })
+          : yield* pullLever(yield* Levers, tokenFingerprint(token), {
           lever: fields.right("lever"),
           target: fields.right("target"),
           operator: fields.right("operator"),
@@ -133,42 +143,11 @@ const serveOps = (request: HttpServerRequest.HttpServerRequest, url: URL) =>
     }
     if (request.method !== "GET") return message(405, "Not allowed", "GET or POST only")
 
-    const inspection = yield* Inspection
-    const badCursor = () => message(400, "Bad page link", "that page link is not one the console handed out")
-    if (segments.length === 0) {
-      const [counts, stats] = yield* Effect.all([inspection.overview, (yield* OperatorStats).stats(30)], { concurrency: 2 })
-      return page({ status: 200, title: "Overview", body: overviewPage(counts, stats) }, csrf)
-    }
-    if (segments[0] === "actions" && segments.length === 1) {
-      const listed = yield* Effect.either((yield* OperatorLog).list({ limit: OPERATOR_PAGE_DEFAULT, cursor: url.searchParams.get("cursor") ?? undefined }))
-      if (Either.isLeft(listed)) return badCursor()
-      return page({ status: 200, title: "Operator actions", body: actionsPage(listed.right.actions, listed.right.pagination.nextCursor) }, csrf)
-    }
-    if (segments[0] === "machines" && (segments.length === 2 || segments.length === 3)) {
-      const kind = decodeKind(segments[1])
-      if (Either.isLeft(kind)) return message(404, "Not found", "no such machine kind")
-      if (segments.length === 2) {
-        const state = url.searchParams.get("state") ?? undefined
-        const cursor = url.searchParams.get("cursor") ?? undefined
-        const [listed, counts] = yield* Effect.all([
-          Effect.either(inspection.list(kind.right, { state: state?.slice(0, 64), limit: OPERATOR_PAGE_DEFAULT, cursor: cursor?.slice(0, 512) })),
-          inspection.counts(kind.right)
-        ])
-        if (Either.isLeft(listed)) return badCursor()
-        return page({ status: 200, title: `${kind.right}${state === undefined ? "" : ` in ${state}`}`, body: listPage(listed.right, counts, cursor) }, csrf)
-      }
-      const id = segments[2] ?? ""
-      const [actor, history] = yield* Effect.all([
-        inspection.actor(kind.right, id),
-        Effect.either(inspection.history(kind.right, id, { limit: HISTORY_PAGE, cursor: url.searchParams.get("history")?.slice(0, 512) }))
-      ])
-      if (Either.isLeft(history)) return badCursor()
-      if (Option.isNone(actor) || Option.isNone(history.right)) return message(404, "Not found", `no ${kind.right} ${id}`)
-      const flash = readFlash(request.cookies[FLASH_COOKIE])
-      const response = page({ status: 200, title: `${kind.right} ${id}`, body: actorPage(actor.value, history.right.value, csrf, flash) }, csrf)
-      return flash === undefined ? response : HttpServerResponse.expireCookie(response, FLASH_COOKIE, cookieOptions)
-    }
-    return message(404, "Not found", "no such page")
+    const flash = segments[0] === "machines" && segments.length === 3 ? readFlash(request.cookies[FLASH_COOKIE]) : undefined
+    const shown = yield* view(segments, url, csrf, flash)
+    if (shown._tag === "Redirect") return see(shown.location)
+    const response = page({ status: shown.status, title: shown.title, body: shown.body }, csrf)
+    return shown.flashShown === true ? HttpServerResponse.expireCookie(response, FLASH_COOKIE, cookieOptions) : response
   }).pipe(
     Effect.catchAllCause((cause) =>
       Cause.isInterruptedOnly(cause)

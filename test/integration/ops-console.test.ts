@@ -76,6 +76,9 @@ describe.skipIf(!haveChromium)("ops console", () => {
         expect(cookies.map((c) => c.name)).toEqual(["ops_session"])
         expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/ops", secure: false })
         expect(cookies[0]?.value).not.toContain(OPERATOR_TOKEN)
+        // The first page is what needs attention: the failed execution's refund is owed but not yet late.
+        expect(yield* step(() => page.textContent("h1"))).toBe("Needs attention")
+        yield* step(() => page.click("header a:text-is('Overview')"))
         // The chart: one bar per day of the last 30 (today last); the failed execution is today's bar, or yesterday's
         // when the test runs across midnight (UTC).
         const bars = page.locator("svg[aria-label='Executions per day'] rect")
