@@ -10,9 +10,10 @@
 // (x402 v1 X-PAYMENT headers, as `npm run bench` sends them) at concurrency 1 and 32 in a closed loop.
 //
 // Settings (environment): BENCH_BLOCKS_MODES ("automine,2,12": block times in seconds), BENCH_BLOCKS_SCALE (1: a
-// multiplier of the measured requests per level), BENCH_OUTPUT (docs/performance.md).
+// multiplier of the measured requests per level), BENCH_OUTPUT (docs/performance.md), BENCH_BLOCKS_RESULTS (a file to
+// keep the results in as JSON), BENCH_BLOCKS_RENDER (such a file: render the section from it, run nothing).
 import { existsSync } from "node:fs"
-import { chmod, mkdtemp, rm } from "node:fs/promises"
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -20,7 +21,7 @@ import { spawnAnvil } from "../layers/devnet/process.js"
 import { startEmbeddedPostgres } from "../layers/embeddedPostgres.js"
 import { deployProductionChain } from "../test/support/productionChain.js"
 import { type BlocksSetup, type BlockMode, type Level, type ModeResult, runMode, signPaidCalls, startProductionService } from "./lib/blocksRun.js"
-import { renderBlocksSection, summaryLines } from "./lib/blocksReport.js"
+import { type BlocksReport, renderBlocksSection, summaryLines } from "./lib/blocksReport.js"
 import { cleanupAll, installSignalHandlers, onCleanup } from "./lib/children.js"
 import { startEchoAgent } from "./lib/echo-agent.js"
 import { registerAgent } from "./lib/jobs.js"
@@ -56,8 +57,16 @@ const MODES: ReadonlyArray<BlockMode> = (process.env["BENCH_BLOCKS_MODES"] ?? "a
 
 const PAYERS = 8
 
+const publish = async (report: BlocksReport) => {
+  await writeSection(OUTPUT, "blocks", renderBlocksSection(report))
+  log(`  wrote ${path.relative(ROOT, OUTPUT)} (${report.durationSeconds.toFixed(0)} s in all)`)
+  for (const line of summaryLines(report)) log(line)
+}
+
 const main = async () => {
   installSignalHandlers()
+  const rendering = process.env["BENCH_BLOCKS_RENDER"]
+  if (rendering !== undefined && rendering !== "") return publish(JSON.parse(await readFile(rendering, "utf8")) as BlocksReport)
   const started = Date.now()
   const machine = machineInfo()
   log(`bench: paid calls by block time (nproc ${machine.nproc}, load average ${machine.loadAverage.map((l) => l.toFixed(2)).join(" ")})`)
@@ -112,10 +121,10 @@ const main = async () => {
     modes.push(await runMode(setup, mode, agentId, adminUrl))
   }
 
-  const report = { date: new Date().toISOString(), durationSeconds: (Date.now() - started) / 1000, machine, loadAfter: os.loadavg(), payers: PAYERS, modes }
-  await writeSection(OUTPUT, "blocks", renderBlocksSection(report))
-  log(`  wrote ${path.relative(ROOT, OUTPUT)} (${report.durationSeconds.toFixed(0)} s in all)`)
-  for (const line of summaryLines(report)) log(line)
+  const report: BlocksReport = { date: new Date().toISOString(), durationSeconds: (Date.now() - started) / 1000, machine, loadAfter: os.loadavg(), payers: PAYERS, modes }
+  const keep = process.env["BENCH_BLOCKS_RESULTS"]
+  if (keep !== undefined && keep !== "") await writeFile(keep, JSON.stringify(report, null, 2))
+  await publish(report)
   const failed = modes.flatMap((m) => m.levels.filter((l) => l.errors > 0).map((l) => `${m.name} c=${l.concurrency}: ${l.errors} errors`))
   if (failed.length > 0) throw new BenchError(`paid calls failed (${failed.join("; ")}); the section was written with them`)
 }

@@ -12,8 +12,12 @@ export interface BlocksReport {
   readonly modes: ReadonlyArray<ModeResult>
 }
 
-/** ms, with the precision that matters at its size. */
-const t = (n: number) => (Number.isNaN(n) ? "–" : n >= 10_000 ? `${(n / 1000).toFixed(1)} s` : n >= 100 ? n.toFixed(0) : n.toFixed(1))
+/** ms for the tables, with the precision that matters at its size. */
+const t = (n: number) => (Number.isNaN(n) ? "–" : n >= 100 ? n.toFixed(0) : n.toFixed(1))
+/** A duration in prose, with its unit. */
+const d = (n: number) => (Number.isNaN(n) ? "–" : n >= 1_000 ? `${(n / 1000).toFixed(n >= 10_000 ? 1 : 2)} s` : `${n.toFixed(n >= 100 ? 0 : 1)} ms`)
+const pct = (share: number) => `${(100 * share).toFixed(0)}%`
+const perTx = (l: LevelResult) => l.requests / Math.max(1, l.transactions)
 const r = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2))
 const load = (l: ReadonlyArray<number>) => l.map((x) => x.toFixed(2)).join(", ")
 const blocksLabel = (m: ModeResult) => (m.blockTime === undefined ? "automine" : `${m.blockTime} s`)
@@ -34,7 +38,7 @@ const level = (m: ModeResult | undefined, c: number) => m?.levels.find((l) => l.
 
 const row = (m: ModeResult, l: LevelResult) =>
   `| ${blocksLabel(m)} | ${l.concurrency} | ${l.requests} | **${r(l.throughput)}** | **${t(l.p50)}** | ${t(l.p95)} | ${t(l.p99)} | ${t(l.mined.p50)} / ${t(l.mined.p95)} | ` +
-  `${t(l.afterBlock.p50)} / ${t(l.afterBlock.p95)} | ${l.transactions} / ${l.settlementBlocks} | ${r(l.requests / Math.max(1, l.transactions))} | ${waited(l)} | ${l.errors} |`
+  `${t(l.afterBlock.p50)} / ${t(l.afterBlock.p95)} | ${l.transactions} / ${l.settlementBlocks} | ${r(perTx(l))} | ${waited(l)} | ${l.errors} |`
 
 export const renderBlocksSection = (report: BlocksReport): string => {
   const auto = report.modes.find((m) => m.blockTime === undefined)
@@ -46,10 +50,10 @@ export const renderBlocksSection = (report: BlocksReport): string => {
   const a32 = level(auto, 32)
   if (a1 !== undefined && a32 !== undefined) {
     reasons.push(
-      `- **automine** (a block per transaction, at once): nothing waits for a block, so latency is the service's own work (verification, the database, its RPC round trips): ${t(a1.p50)} ms p50 at c=1. ` +
-        `The service asks for a settlement's receipt right after sending it (\`TreasuryWriter.awaitReceipt\`), and on automine it is already there: the answer comes ${t(a1.afterBlock.p50)} ms (p50) after the block. ` +
-        `At c=32, ${r(a32.requests / Math.max(1, a32.transactions))} calls share a settlement transaction (group commit with the SettlementBatcher), so the chain does not bound throughput (${r(a32.throughput)} calls/s); ` +
-        `${t(a32.p50)} ms p50 is the queue for the CPU (32 calls in flight on two cores) and the group commit: a payment that arrives while a batch is in flight waits for it (blocks waited: ${waited(a32)}).`
+      `- **automine** (a block per transaction, at once): nothing waits for a block, so latency is the service's own work (verification, the database, its RPC round trips): ${d(a1.p50)} p50 at c=1. ` +
+        `The service asks for a settlement's receipt right after sending it (\`TreasuryWriter.awaitReceipt\`), and on automine it is already there: the answer comes ${d(a1.afterBlock.p50)} (p50) after the block. ` +
+        `At c=32, ${r(perTx(a32))} calls share a settlement transaction (group commit with the SettlementBatcher), so the chain does not bound throughput (${r(a32.throughput)} calls/s); ` +
+        `${d(a32.p50)} p50 is the queue for the CPU (32 calls in flight on two cores${busy ? ", shared with other work" : ""}) and the group commit: a payment that arrives while a batch is in flight waits for it (here every batch is a block of its own, so *blocks waited* counts the batches ahead of a call: ${waited(a32)}).`
     )
   }
   for (const m of timed) {
@@ -58,19 +62,22 @@ export const renderBlocksSection = (report: BlocksReport): string => {
     const c32 = level(m, 32)
     if (c1 !== undefined) {
       reasons.push(
-        `- **${m.blockTime} s blocks, c=1**: ${t(c1.p50)} ms p50 = ${(c1.p50 / bt).toFixed(2)} block times. The call answers only after its settlement is mined (the settlement and the agent call run side by side and are recorded together in one database transaction, \`services/executions/finish.ts\`), so every call waits for a block. ` +
-          `In a closed loop the next call is sent right after the previous answer, i.e. shortly after a block, so it waits out the rest of that block interval (on chain ${t(c1.mined.p50)} ms p50 after the send), then ${t(c1.afterBlock.p50)} ms (p50) more: the receipt is not there when the service first asks, right after sending, so it waits with viem's \`waitForTransactionReceipt\`, which follows new blocks by polling every 1 s in production mode (\`layers/Chain.ts\`, \`pollingIntervalFor("rpc")\`; 20 ms on the devnet), then records and answers. ` +
+        `- **${m.blockTime} s blocks, c=1**: ${d(c1.p50)} p50 = ${(c1.p50 / bt).toFixed(2)} block times. The call answers only after its settlement is mined (the settlement and the agent call run side by side and are recorded together in one database transaction, \`services/executions/finish.ts\`), so every call waits for a block. ` +
+          `In a closed loop the next call is sent right after the previous answer, i.e. shortly after a block, so it waits out the rest of that block interval (on chain ${d(c1.mined.p50)} p50 after the send), then ${d(c1.afterBlock.p50)} (p50) more: the receipt is not there when the service first asks, right after sending, so it waits with viem's \`waitForTransactionReceipt\`, which follows new blocks by polling every 1 s in production mode (\`layers/Chain.ts\`, \`pollingIntervalFor("rpc")\`; 20 ms on the devnet), then records and answers. ` +
           `Throughput is one call per block: ${r(c1.throughput)} calls/s (1 / block time = ${r(1000 / bt)}).` +
-          (shareAtLeast(c1, 2) > 0.05 ? ` ${(100 * shareAtLeast(c1, 2)).toFixed(0)}% of the calls landed two or more blocks after their send: a transaction sent too close to the block boundary misses it.` : "")
+          (shareAtLeast(c1, 2) > 0.05 ? ` ${pct(shareAtLeast(c1, 2))} of the calls landed two or more blocks after their send: a transaction sent too close to the block boundary misses it.` : "")
       )
     }
     if (c32 !== undefined) {
       const little = (32 * 1000) / c32.mean
-      const two = shareAtLeast(c32, 2)
+      const third = shareAtLeast(c32, 3)
       reasons.push(
-        `- **${m.blockTime} s blocks, c=32**: ${r(c32.throughput)} calls/s, ${t(c32.p50)} ms p50 (${(c32.p50 / bt).toFixed(2)} block times). Batching amortises the block: ${r(c32.requests / Math.max(1, c32.transactions))} calls per settlement transaction, ${c32.transactions} transactions in ${c32.settlementBlocks} blocks, so throughput is bound by concurrency over latency (32 / mean latency = ${r(little)} calls/s), not by the chain's transactions per block. ` +
-          `${(100 * two).toFixed(0)}% of the calls were settled two or more blocks after their send: the group commit sends the first payment of a wave alone at once and holds the rest until that transaction is mined (\`services/payments/Settler.ts\`: a partial batch waits behind the one in flight), which on a chain with slow blocks costs the held payments a second block; the held batch goes out only once the 1 s block poll has seen the first one mined, and signing and storing it can then miss the next block too (a third). Blocks waited: ${waited(c32)}. ` +
-          `With fast blocks this is the right trade (one transaction per block instead of one per payment); with ${m.blockTime} s blocks it multiplies the latency of every call but the first of a wave.`
+        `- **${m.blockTime} s blocks, c=32**: ${r(c32.throughput)} calls/s, ${d(c32.p50)} p50 = ${(c32.p50 / bt).toFixed(2)} block times${c1 === undefined ? "" : ` (${(c32.p50 / c1.p50).toFixed(2)}× c=1's)`}. ` +
+          `Batching amortises the block: ${r(perTx(c32))} calls per settlement transaction, ${c32.transactions} transactions in ${c32.settlementBlocks} blocks, so throughput is concurrency over latency (32 / mean latency = ${r(little)} calls/s), not the chain's transactions per block. ` +
+          `But ${pct(shareAtLeast(c32, 2))} of the calls were settled two or more blocks after their send (blocks waited: ${waited(c32)}): the group commit sends the first payment of a wave alone at once and holds the others until that transaction is mined (\`services/payments/Settler.ts\`: a partial batch waits behind the one in flight), so they pay a second block.` +
+          (third > 0.05 ? ` The held batch goes out only once the 1 s block poll has seen the first one mined, and signing and storing it can then miss the next block as well: ${pct(third)} waited three or more.` : "") +
+          (c1 === undefined ? "" : ` Were every call settled in the first block after its send, as at c=1, c=32 would answer in about c=1's time and reach about 32 / ${d(c1.mean)} ≈ ${r((32 * 1000) / c1.mean)} calls/s (an estimate, not measured).`) +
+          ` With automine or fast blocks the hold is the right trade (one transaction per block instead of one per payment); with ${m.blockTime} s blocks it costs every call but the first of a wave a whole block.`
       )
     }
   }
@@ -105,9 +112,9 @@ export const renderBlocksSection = (report: BlocksReport): string => {
 }
 
 export const summaryLines = (report: BlocksReport): Array<string> => [
-  "  summary (latency p50 / p95 / p99 ms, throughput calls/s):",
+  "  summary (latency p50 / p95 / p99, throughput calls/s):",
   ...report.modes.flatMap((m) =>
-    m.levels.map((l) => `    ${blocksLabel(m).padEnd(8)} c=${String(l.concurrency).padEnd(2)} ${t(l.p50)} / ${t(l.p95)} / ${t(l.p99)}, ${r(l.throughput)}/s, ${r(l.requests / Math.max(1, l.transactions))} calls per settlement tx, ${l.errors} errors`)
+    m.levels.map((l) => `    ${blocksLabel(m).padEnd(8)} c=${String(l.concurrency).padEnd(2)} ${d(l.p50)} / ${d(l.p95)} / ${d(l.p99)}, ${r(l.throughput)}/s, ${r(perTx(l))} calls per settlement tx, ${l.errors} errors`)
   ),
   ...report.modes.map((m) => `    ${blocksLabel(m)}: drift ${m.reconciliation.drift}, /health ${m.health}`)
 ]
