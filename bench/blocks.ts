@@ -9,7 +9,8 @@
 // (`--block-time N`, or automine), the service on a copy of the database, and sends pre-signed paid calls
 // (x402 v1 X-PAYMENT headers, as `npm run bench` sends them) at concurrency 1 and 32 in a closed loop.
 //
-// Settings (environment): BENCH_BLOCKS_MODES ("automine,2,12": block times in seconds), BENCH_BLOCKS_SCALE (1: a
+// Settings (environment): BENCH_BLOCKS_MODES ("automine,2,12,12:1": block times in seconds; ":1" runs c=32 again with
+// SETTLEMENT_BATCH_MAX=1, a transaction per payment, the control for batching), BENCH_BLOCKS_SCALE (1: a
 // multiplier of the measured requests per level), BENCH_OUTPUT (docs/performance.md), BENCH_BLOCKS_RESULTS (a file to
 // keep the results in as JSON), BENCH_BLOCKS_RENDER (such a file: render the section from it, run nothing).
 import { existsSync } from "node:fs"
@@ -47,12 +48,17 @@ const levelsFor = (blockTime: number | undefined): ReadonlyArray<Level> => {
   ]
 }
 
-const MODES: ReadonlyArray<BlockMode> = (process.env["BENCH_BLOCKS_MODES"] ?? "automine,2,12").split(",").map((part) => {
+/** "automine", "N" (blocks every N s) or "N:1" (the same with SETTLEMENT_BATCH_MAX=1, at c=32 only: the control for batching). */
+const MODES: ReadonlyArray<BlockMode> = (process.env["BENCH_BLOCKS_MODES"] ?? "automine,2,12,12:1").split(",").map((part) => {
   const text = part.trim()
   if (text === "automine") return { name: "automine", blockTime: undefined, levels: levelsFor(undefined) }
-  const seconds = Number(text)
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60) throw new Error(`BENCH_BLOCKS_MODES: "${text}" is not automine or a block time of 1-60 s`)
-  return { name: `${seconds} s blocks`, blockTime: seconds, levels: levelsFor(seconds) }
+  const [secondsText, batchText] = text.split(":")
+  const seconds = Number(secondsText)
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60 || (batchText !== undefined && batchText !== "1")) {
+    throw new Error(`BENCH_BLOCKS_MODES: "${text}" is not automine, a block time of 1-60 s, or such a block time with ":1"`)
+  }
+  if (batchText === undefined) return { name: `${seconds} s blocks`, blockTime: seconds, levels: levelsFor(seconds) }
+  return { name: `${seconds} s blocks, one by one`, blockTime: seconds, batchMax: 1, levels: levelsFor(seconds).filter((l) => l.concurrency > 1) }
 })
 
 const PAYERS = 8

@@ -20,7 +20,7 @@ const pct = (share: number) => `${(100 * share).toFixed(0)}%`
 const perTx = (l: LevelResult) => l.requests / Math.max(1, l.transactions)
 const r = (n: number) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n.toFixed(2))
 const load = (l: ReadonlyArray<number>) => l.map((x) => x.toFixed(2)).join(", ")
-const blocksLabel = (m: ModeResult) => (m.blockTime === undefined ? "automine" : `${m.blockTime} s`)
+const blocksLabel = (m: ModeResult) => `${m.blockTime === undefined ? "automine" : `${m.blockTime} s`}${m.batchMax === 1 ? ", one by one" : ""}`
 
 /** "1: 90%, 2: 10%": the share of calls whose settlement landed 1, 2, … blocks after the last block seen at their send. */
 const waited = (l: LevelResult) => {
@@ -42,7 +42,8 @@ const row = (m: ModeResult, l: LevelResult) =>
 
 export const renderBlocksSection = (report: BlocksReport): string => {
   const auto = report.modes.find((m) => m.blockTime === undefined)
-  const timed = report.modes.filter((m) => m.blockTime !== undefined)
+  const timed = report.modes.filter((m) => m.blockTime !== undefined && m.batchMax !== 1)
+  const controlFor = (m: ModeResult) => level(report.modes.find((o) => o.batchMax === 1 && o.blockTime === m.blockTime), 32)
   const busy = (report.machine.loadAverage[0] ?? 0) >= 1
   const reasons: Array<string> = []
 
@@ -76,7 +77,13 @@ export const renderBlocksSection = (report: BlocksReport): string => {
           `Batching amortises the block: ${r(perTx(c32))} calls per settlement transaction, ${c32.transactions} transactions in ${c32.settlementBlocks} blocks, so throughput is concurrency over latency (32 / mean latency = ${r(little)} calls/s), not the chain's transactions per block. ` +
           `But ${pct(shareAtLeast(c32, 2))} of the calls were settled two or more blocks after their send (blocks waited: ${waited(c32)}): the group commit sends the first payment of a wave alone at once and holds the others until that transaction is mined (\`services/payments/Settler.ts\`: a partial batch waits behind the one in flight), so they pay a second block.` +
           (third > 0.05 ? ` The held batch goes out only once the 1 s block poll has seen the first one mined, and signing and storing it can then miss the next block as well: ${pct(third)} waited three or more.` : "") +
-          (c1 === undefined ? "" : ` Were every call settled in the first block after its send, as at c=1, c=32 would answer in about c=1's time and reach about 32 / ${d(c1.mean)} ≈ ${r((32 * 1000) / c1.mean)} calls/s (an estimate, not measured).`) +
+          (() => {
+            const control = controlFor(m)
+            if (control !== undefined) {
+              return ` Measured with \`SETTLEMENT_BATCH_MAX=1\` (a transaction per payment, each sent at once: the row *one by one*): ${d(control.p50)} p50 (${(control.p50 / bt).toFixed(2)} block times, ${pct(shareAtLeast(control, 2))} of the calls after the next block) and ${r(control.throughput)} calls/s, against ${d(c32.p50)} and ${r(c32.throughput)} batched; what batching buys is ${r(perTx(c32))} calls per transaction instead of 1 (${c32.transactions} transactions for ${c32.requests} calls, against ${control.transactions} for ${control.requests}): gas, and the treasury's nonce sequence.`
+            }
+            return c1 === undefined ? "" : ` Were every call settled in the first block after its send, as at c=1, c=32 would answer in about c=1's time and reach about 32 / ${d(c1.mean)} ≈ ${r((32 * 1000) / c1.mean)} calls/s (an estimate, not measured).`
+          })() +
           ` With automine or fast blocks the hold is the right trade (one transaction per block instead of one per payment); with ${m.blockTime} s blocks it costs every call but the first of a wave a whole block.`
       )
     }
@@ -97,6 +104,9 @@ export const renderBlocksSection = (report: BlocksReport): string => {
         : " (two cores; a load near 2 before the run would mean other work shared them)."),
     `- Production mode as an operator runs it: the bundle (\`src/tools/start.mjs\`) with \`CHAIN_RPC_URL\` (not devnet mode), a freshly generated treasury key funded with ETH, a USDC token deployed for the run, the SettlementBatcher deployed by our deploy command (\`layers/batcherDeploy.ts\`), ${report.payers} fresh payers holding USDC; one embedded PostgreSQL (durable settings) started by the bench. Set-up once on an automine anvil (the agent registered and paid for, pinned to tier premium), then every block time starts a new anvil from that chain's saved state (\`--load-state\`, and \`--block-time N\` or automine) and the service on a copy of that database.`,
     "- A paid call is `POST /api/v1/execute` with an X-PAYMENT header pre-signed before the level (x402 v1 exact, EIP-712 TransferWithAuthorization of 0.011 USDC to the treasury), to the echo agent in the bench process; closed loop (undici), warm-up calls not measured; every answer must be `completed` and `settled` with the echo. Latency is from the send to the answer; a call's answer comes after its payment is settled on chain **and booked** (settlement and the agent's result are recorded in one database transaction before the answer), so the answer is also when the payment is final in the ledger: there is no confirmation depth yet (a reorg is issue 26's next step).",
+    ...(report.modes.some((m) => m.batchMax === 1)
+      ? ["- *one by one*: the same block time run again at c=32 with `SETTLEMENT_BATCH_MAX=1` (the service's own setting: a treasury transaction per payment, sent at once), the control for what the SettlementBatcher's group commit costs and buys."]
+      : []),
     "- *On chain*: from the send to the first sight of the block holding the call's settlement transaction (the bench polls `eth_blockNumber` every 20 ms). *After the block*: from that sight to the answer. *Blocks waited*: the share of calls by how many blocks after the last one seen at their send their settlement landed in (1 = the next block).",
     "",
     "| blocks | concurrency | calls | throughput (calls/s) | p50 (ms) | p95 (ms) | p99 (ms) | on chain p50 / p95 (ms) | after the block p50 / p95 (ms) | settlement transactions / blocks | calls per transaction | blocks waited | errors |",

@@ -41,6 +41,8 @@ export interface BlockMode {
   readonly name: string
   /** Seconds between blocks; undefined: automine (a block per transaction). */
   readonly blockTime: number | undefined
+  /** SETTLEMENT_BATCH_MAX for the service (undefined: its default, the batcher); 1 = a transaction per payment. */
+  readonly batchMax?: number
   readonly levels: ReadonlyArray<Level>
 }
 
@@ -70,6 +72,7 @@ export interface LevelResult extends Level {
 export interface ModeResult {
   readonly name: string
   readonly blockTime: number | undefined
+  readonly batchMax?: number
   readonly startMs: number
   readonly levels: ReadonlyArray<LevelResult>
   /** The reconciliation after the last level (micro-USDC), and /health's status then. */
@@ -78,7 +81,7 @@ export interface ModeResult {
 }
 
 /** Production mode as an operator runs it (`npm start`'s script, the bundle): CHAIN_RPC_URL, never DEVNET_RPC_URL. */
-export const startProductionService = async (setup: BlocksSetup, name: string, rpcUrl: string, databaseUrl: string) => {
+export const startProductionService = async (setup: BlocksSetup, name: string, rpcUrl: string, databaseUrl: string, extra: Record<string, string> = {}) => {
   const port = await freePort()
   const child = spawnChild(name, process.execPath, ["--max-old-space-size=256", "src/tools/start.mjs"], {
     env: {
@@ -97,7 +100,8 @@ export const startProductionService = async (setup: BlocksSetup, name: string, r
       RATE_LIMIT_AGENT_PER_WINDOW: "100000000",
       RATE_LIMIT_CLIENT_PER_WINDOW: "100000000",
       HEALTH_PROBE_INTERVAL_MS: "3600000",
-      LOG_LEVEL: "warn"
+      LOG_LEVEL: "warn",
+      ...extra
     }
   })
   const origin = `http://127.0.0.1:${port}`
@@ -138,7 +142,8 @@ export const runMode = async (setup: BlocksSetup, mode: BlockMode, agentId: stri
   const unregisterWatch = onCleanup(`block watch (${mode.name})`, () => watch.stop())
   try {
     let t0 = performance.now()
-    const service = await startProductionService(setup, `service (${mode.name})`, anvil.rpcUrl, databaseUrl)
+    const service = await startProductionService(setup, `service (${mode.name})`, anvil.rpcUrl, databaseUrl,
+      mode.batchMax === undefined ? {} : { SETTLEMENT_BATCH_MAX: String(mode.batchMax) })
     const startMs = performance.now() - t0
     try {
       const levels: Array<LevelResult> = []
@@ -213,6 +218,7 @@ export const runMode = async (setup: BlocksSetup, mode: BlockMode, agentId: stri
       return {
         name: mode.name,
         blockTime: mode.blockTime,
+        ...(mode.batchMax === undefined ? {} : { batchMax: mode.batchMax }),
         startMs,
         levels,
         reconciliation: { drift: field("drift"), inFlightIncoming: field("inFlightIncoming"), inFlightOutgoing: field("inFlightOutgoing"), chainBalance: field("chainBalance") },
