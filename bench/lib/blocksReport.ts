@@ -80,7 +80,7 @@ export const renderBlocksSection = (report: BlocksReport): string => {
           (() => {
             const control = controlFor(m)
             if (control !== undefined) {
-              return ` Measured with \`SETTLEMENT_BATCH_MAX=1\` (a transaction per payment, each sent at once: the row *one by one*): ${d(control.p50)} p50 (${(control.p50 / bt).toFixed(2)} block times, ${pct(shareAtLeast(control, 2))} of the calls after the next block) and ${r(control.throughput)} calls/s, against ${d(c32.p50)} and ${r(c32.throughput)} batched; what batching buys is ${r(perTx(c32))} calls per transaction instead of 1 (${c32.transactions} transactions for ${c32.requests} calls, against ${control.transactions} for ${control.requests}): gas, and the treasury's nonce sequence.`
+              return ` Measured with \`SETTLEMENT_BATCH_MAX=1\` (a transaction per payment, each sent at once: the row *one by one*): ${d(control.p50)} p50 (${(control.p50 / bt).toFixed(2)} block times, ${pct(shareAtLeast(control, 2))} of the calls settled later than the next block) and ${r(control.throughput)} calls/s, against ${d(c32.p50)} and ${r(c32.throughput)} batched; what batching buys is ${r(perTx(c32))} calls per transaction instead of 1 (${c32.transactions} transactions for ${c32.requests} calls, against ${control.transactions} for ${control.requests}): gas, and the treasury's nonce sequence.`
             }
             return c1 === undefined ? "" : ` Were every call settled in the first block after its send, as at c=1, c=32 would answer in about c=1's time and reach about 32 / ${d(c1.mean)} ≈ ${r((32 * 1000) / c1.mean)} calls/s (an estimate, not measured).`
           })() +
