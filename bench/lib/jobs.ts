@@ -8,9 +8,10 @@ import type { Infra } from "./servers.js"
 // ---------------------------------------------------------------------------------------------------------------
 // registration of the agent (once, through a marketplace instance)
 
-export const registerAgent = async (infra: Infra, origin: string): Promise<string> => {
+/** `paid`: the registration fee's payment (default: dev account 1 to the devnet's treasury, dev account 0). */
+export const registerAgent = async (infra: Pick<Infra, "agentUrl">, origin: string, paid?: SignedPayment): Promise<string> => {
   const now = Math.floor(Date.now() / 1000)
-  const payment = await signOne({
+  const payment = paid ?? await signOne({
     payer: 1,
     to: 0,
     value: PARAMS.registrationFee.toString(),

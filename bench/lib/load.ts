@@ -28,7 +28,8 @@ export const runClosedLoop = async (options: {
   readonly path: string
   readonly jobs: ReadonlyArray<Job>
   readonly concurrency: number
-  readonly check: (body: unknown) => string | undefined
+  /** `answer`: the job's index and its send and answer times (performance.now()), for benches that track each request. */
+  readonly check: (body: unknown, answer: { readonly index: number; readonly startedMs: number; readonly endedMs: number }) => string | undefined
   readonly timeoutMs?: number
 }): Promise<RunResult> => {
   const { jobs, concurrency } = options
@@ -58,7 +59,8 @@ export const runClosedLoop = async (options: {
           bodyTimeout: options.timeoutMs ?? 60_000
         })
         const text = await response.body.text()
-        latencies[done++] = performance.now() - started
+        const ended = performance.now()
+        latencies[done++] = ended - started
         if (response.statusCode < 200 || response.statusCode > 299) {
           fail(i, `HTTP ${response.statusCode}: ${text}`)
           continue
@@ -70,7 +72,7 @@ export const runClosedLoop = async (options: {
           fail(i, `HTTP ${response.statusCode} with a non-JSON body: ${text}`)
           continue
         }
-        const problem = options.check(parsed)
+        const problem = options.check(parsed, { index: i, startedMs: started, endedMs: ended })
         if (problem !== undefined) fail(i, `${problem}: ${text}`)
       } catch (error) {
         latencies[done++] = performance.now() - started

@@ -2,7 +2,7 @@
 // built before a timed phase.
 import { randomBytes } from "node:crypto"
 import { getAddress, type Hex } from "viem"
-import { privateKeyToAccount } from "viem/accounts"
+import { type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { DEV_PRIVATE_KEYS, DEVNET_CHAIN_ID, DEVNET_USDC_ADDRESS } from "../../layers/devnet/anvil.js"
 import { transferWithAuthorizationTypes } from "../../layers/devnet/usdcAbi.js"
 
@@ -45,19 +45,21 @@ const accountAt = (i: number) => {
   return account
 }
 
-/** Signs one authorization in this thread (≈ 1-2 ms of CPU). */
-export const signOne = async (r: SignRequest): Promise<SignedPayment> => {
-  const account = accountAt(r.payer)
+/** Signs one authorization by `account` to `to` for the token at `verifyingContract` (≈ 1-2 ms of CPU). */
+export const signAuthorization = async (
+  account: PrivateKeyAccount,
+  r: { readonly to: `0x${string}`; readonly value: bigint; readonly validAfter: bigint; readonly validBefore: bigint; readonly verifyingContract: `0x${string}` }
+): Promise<SignedPayment> => {
   const authorization = {
     from: account.address,
-    to: accountAt(r.to).address,
-    value: BigInt(r.value),
-    validAfter: BigInt(r.validAfter),
-    validBefore: BigInt(r.validBefore),
+    to: r.to,
+    value: r.value,
+    validAfter: r.validAfter,
+    validBefore: r.validBefore,
     nonce: `0x${randomBytes(32).toString("hex")}` as Hex
   }
   const signature = await account.signTypedData({
-    domain: { name: "USDC", version: "2", chainId: DEVNET_CHAIN_ID, verifyingContract: getAddress(DEVNET_USDC_ADDRESS) },
+    domain: { name: "USDC", version: "2", chainId: DEVNET_CHAIN_ID, verifyingContract: getAddress(r.verifyingContract) },
     types: transferWithAuthorizationTypes,
     primaryType: "TransferWithAuthorization",
     message: authorization
@@ -78,6 +80,16 @@ export const signOne = async (r: SignRequest): Promise<SignedPayment> => {
   }
   return { header: Buffer.from(JSON.stringify(payload)).toString("base64"), ...authorization, signature }
 }
+
+/** Signs one authorization of a dev account to a dev account, for the devnet's token, in this thread. */
+export const signOne = (r: SignRequest): Promise<SignedPayment> =>
+  signAuthorization(accountAt(r.payer), {
+    to: accountAt(r.to).address,
+    value: BigInt(r.value),
+    validAfter: BigInt(r.validAfter),
+    validBefore: BigInt(r.validBefore),
+    verifyingContract: DEVNET_USDC_ADDRESS
+  })
 
 /** Requests for `count` payments of `value`, round-robin over payers 1..9, valid from 10 min ago to 1 h from now. */
 export const paymentRequests = (count: number, value: bigint, options: { readonly payers?: ReadonlyArray<number> } = {}): Array<SignRequest> => {

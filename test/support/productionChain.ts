@@ -24,50 +24,51 @@ export interface ProductionChain {
 
 const USDC_EACH = 1_000_000_000n
 
+/**
+ * On the chain at `rpcUrl` (funding accounts with anvil_setBalance): the token deployed by a fresh key, `payers` fresh
+ * accounts holding 1,000 USDC each, the batcher deployed by our deploy command and a fresh treasury key with gas.
+ */
+export const deployProductionChain = async (rpcUrl: string, options: { readonly payers?: number } = {}): Promise<ProductionChain> => {
+  const chain = devnetChain(rpcUrl)
+  const transport = http(rpcUrl)
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 })
+  const gas = createTestClient({ mode: "anvil", chain, transport })
+  const withGas = async () => {
+    const key = generatePrivateKey()
+    await gas.setBalance({ address: privateKeyToAccount(key).address, value: parseEther("10") })
+    return key
+  }
+  const issuer = createWalletClient({ account: privateKeyToAccount(await withGas()), chain, transport, pollingInterval: 50 })
+  const deployed = await publicClient.waitForTransactionReceipt({
+    hash: await issuer.sendTransaction({ data: shippedTestUsdc.bytecode, gas: 3_000_000n }),
+    timeout: 60_000
+  })
+  const usdc = deployed.contractAddress
+  if (deployed.status !== "success" || usdc === null || usdc === undefined) throw new Error("the USDC deployment failed")
+  const payers = Array.from({ length: options.payers ?? 6 }, () => privateKeyToAccount(generatePrivateKey()))
+  // One mint after the other: the issuer's nonces stay in order whatever the block time.
+  for (const payer of payers) {
+    const hash = await issuer.writeContract({ address: usdc, abi: usdcAbi, functionName: "mint", args: [payer.address, USDC_EACH], gas: 200_000n })
+    await publicClient.waitForTransactionReceipt({ hash, timeout: 60_000 })
+  }
+  const { address: batcher } = await deployBatcher({ rpcUrl, privateKey: await withGas(), pollingIntervalMs: 50 })
+  const treasuryKey = await withGas()
+  return {
+    rpcUrl,
+    usdc,
+    batcher,
+    treasuryKey,
+    treasury: privateKeyToAccount(treasuryKey).address,
+    payers,
+    balanceOf: (address) => publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: "balanceOf", args: [address] })
+  }
+}
+
 export const productionChain = (options: { readonly blockTime?: number; readonly payers?: number } = {}) =>
   Effect.acquireRelease(
     Effect.promise(() => spawnAnvil({ port: 0, ...(options.blockTime === undefined ? {} : { blockTime: options.blockTime }) })),
     (anvil) => Effect.promise(() => anvil.stop())
-  ).pipe(
-    Effect.flatMap((anvil) =>
-      Effect.promise(async (): Promise<ProductionChain> => {
-        const rpcUrl = anvil.rpcUrl
-        const chain = devnetChain(rpcUrl)
-        const transport = http(rpcUrl)
-        const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 })
-        const gas = createTestClient({ mode: "anvil", chain, transport })
-        const withGas = async () => {
-          const key = generatePrivateKey()
-          await gas.setBalance({ address: privateKeyToAccount(key).address, value: parseEther("10") })
-          return key
-        }
-        const issuer = createWalletClient({ account: privateKeyToAccount(await withGas()), chain, transport, pollingInterval: 50 })
-        const deployed = await publicClient.waitForTransactionReceipt({
-          hash: await issuer.sendTransaction({ data: shippedTestUsdc.bytecode, gas: 3_000_000n }),
-          timeout: 60_000
-        })
-        const usdc = deployed.contractAddress
-        if (deployed.status !== "success" || usdc === null || usdc === undefined) throw new Error("the USDC deployment failed")
-        const payers = Array.from({ length: options.payers ?? 6 }, () => privateKeyToAccount(generatePrivateKey()))
-        // One mint after the other: the issuer's nonces stay in order whatever the block time.
-        for (const payer of payers) {
-          const hash = await issuer.writeContract({ address: usdc, abi: usdcAbi, functionName: "mint", args: [payer.address, USDC_EACH], gas: 200_000n })
-          await publicClient.waitForTransactionReceipt({ hash, timeout: 60_000 })
-        }
-        const { address: batcher } = await deployBatcher({ rpcUrl, privateKey: await withGas(), pollingIntervalMs: 50 })
-        const treasuryKey = await withGas()
-        return {
-          rpcUrl,
-          usdc,
-          batcher,
-          treasuryKey,
-          treasury: privateKeyToAccount(treasuryKey).address,
-          payers,
-          balanceOf: (address) => publicClient.readContract({ address: usdc, abi: usdcAbi, functionName: "balanceOf", args: [address] })
-        }
-      })
-    )
-  )
+  ).pipe(Effect.flatMap((anvil) => Effect.promise(() => deployProductionChain(anvil.rpcUrl, options))))
 
 /**
  * The service's chain on `own`'s token, batcher and treasury key, reached at `rpcUrl` (the anvil, or a proxy before it);
