@@ -73,7 +73,9 @@ export interface ChainShape {
 export class Chain extends Context.Tag("Chain")<Chain, ChainShape>() {}
 
 /** Receipt polling: anvil mines at once, real chains need a slower poll. */
-const pollingIntervalFor = (mode: "devnet" | "rpc") => (mode === "devnet" ? 20 : 1_000)
+// 250 ms on an RPC: a paid call answers after its receipt, and a 1 s poll added 0.4-1.7 s to each answer at 2 s blocks
+// (docs/performance.md); one eth_blockNumber per 250 ms is little for a provider.
+const pollingIntervalFor = (mode: "devnet" | "rpc") => (mode === "devnet" ? 20 : 250)
 
 /**
  * Bounds of every call through the chain's transport (docs/decisions.md "RPC faults"). On an RPC: each try at most

@@ -1,6 +1,7 @@
 // Sends settlements as treasury transactions. With a SettlementBatcher, settlements are group-committed: an idle settler
 // sends a payment at once (alone: a plain transferWithAuthorization); while a transaction is in flight the next payments
-// wait and go together, as one batch, when it is mined (a full batch goes out beside the one in flight). Without a
+// wait and go together, as one batch, when it is mined (a full batch goes out beside the one in flight; on an RPC a
+// partial one too, after a short linger, so that it lands in the same block). Without a
 // batcher, one transaction per payment, concurrently. A smart account's signature that is not 65 bytes (or is an
 // ERC-6492 one) goes alone too, through the token's bytes overload: the batcher's items carry (v, r, s) only.
 import { SqlClient } from "@effect/sql"
@@ -24,6 +25,15 @@ const SMART_ACCOUNT_SETTLEMENT_GAS = 300_000n
  * chain mines them in order). Under a backlog this overlaps one batch's signing and storing with the other's mining.
  */
 const MAX_IN_FLIGHT = 2
+
+/**
+ * On a chain whose blocks take seconds (an RPC), a partial batch that waited for the transaction in flight would miss
+ * the block that one lands in: every wave of calls would take two blocks (measured at 12 s blocks, c=32: 1.99 block
+ * times at p50 against 1.02 one by one; docs/performance.md). There a partial batch goes beside the ones in flight once
+ * its first payment waited this long, up to RPC_MAX_IN_FLIGHT transactions (consecutive nonces, mined in order).
+ */
+const RPC_BATCH_LINGER_MS = 150
+const RPC_MAX_IN_FLIGHT = 6
 
 /** What became of a payment handed to the settler. */
 export type Sent =
@@ -140,7 +150,8 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
      */
     const commits = Option.isNone(batcher) ? Option.none() : Option.some(yield* GroupCommit.make<Waiting>({
       maxGroup: maxBatch,
-      maxInFlight: MAX_IN_FLIGHT,
+      // A devnet mines each transaction at once: waiting for the one in flight costs milliseconds and fills batches.
+      ...(chain.mode === "rpc" ? { maxInFlight: RPC_MAX_IN_FLIGHT, lingerMs: RPC_BATCH_LINGER_MS } : { maxInFlight: MAX_IN_FLIGHT }),
       run: (group) => settleGroup(batcher.value, group),
       onStop: (left) => release(left, () => stopping)
     }))

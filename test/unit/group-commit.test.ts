@@ -1,11 +1,11 @@
 // The group commit's loop: an idle loop runs a lone item at once, items behind a group in flight go together, a full
 // group goes beside the one in flight only when there is room, and items still queued at the end are handed back.
 import { expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Scope } from "effect"
+import { Deferred, Effect, Exit, Scope, TestClock } from "effect"
 import * as GroupCommit from "../../services/sql/GroupCommit.js"
 
 /** A loop whose groups are held until the test lets them go; what ran, in order. */
-const held = (options: { readonly maxGroup: number; readonly maxInFlight?: number }) =>
+const held = (options: { readonly maxGroup: number; readonly maxInFlight?: number; readonly lingerMs?: number }) =>
   Effect.gen(function* () {
     const ran: Array<ReadonlyArray<number>> = []
     const gates: Array<Deferred.Deferred<void>> = []
@@ -73,4 +73,32 @@ it.effect("items still queued when the scope closes are handed to onStop", () =>
     yield* settle
     yield* Scope.close(scope, Exit.void)
     expect(stopped).toEqual([2, 3])
+  }))
+
+it.scoped("with a linger, a partial group goes beside the one in flight once its first item waited that long", () =>
+  Effect.gen(function* () {
+    const { commits, ran, finish } = yield* held({ maxGroup: 10, maxInFlight: 3, lingerMs: 150 })
+    yield* commits.offer(1)
+    yield* settle
+    for (const i of [2, 3]) yield* commits.offer(i)
+    yield* settle
+    // Not yet: the group in flight may still be joined by more.
+    yield* TestClock.adjust(100)
+    yield* settle
+    expect(ran).toEqual([[1]])
+    yield* TestClock.adjust(60)
+    yield* settle
+    expect(ran).toEqual([[1], [2, 3]])
+    // The room beside is bounded: two more lingering groups fill it, the next waits for a group to finish.
+    yield* commits.offer(4)
+    yield* settle
+    yield* TestClock.adjust(200)
+    yield* settle
+    yield* commits.offer(5)
+    yield* settle
+    yield* TestClock.adjust(200)
+    yield* settle
+    expect(ran).toEqual([[1], [2, 3], [4]])
+    yield* finish(0)
+    expect(ran).toEqual([[1], [2, 3], [4], [5]])
   }))
