@@ -58,7 +58,7 @@ export const observeRequests = (options: RequestObservability) =>
       const method = request.method
       const route = template ?? "unmatched"
       httpRequests.inc({ method, route, status: String(status) })
-      httpDuration.observe({ method, route }, seconds)
+      httpDuration.observe({ method, route, status_class: `${Math.floor(status / 100)}xx` }, seconds)
       const query = request.url.indexOf("?")
       const path = clip(query === -1 ? request.url : request.url.slice(0, query), 300)
       const level = status >= 500 ? LogLevel.Warning : quiet ? LogLevel.Debug : LogLevel.Info

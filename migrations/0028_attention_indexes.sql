@@ -1,0 +1,5 @@
+-- Partial indexes for the needs-attention counts read at every /metrics scrape (services/operator/attentionCounts.ts):
+-- each reads only the rows in trouble, however large the tables grow.
+CREATE INDEX payments_failed ON payments (created_at) WHERE status = 'failed';
+CREATE INDEX withdrawals_processing ON withdrawals (created_at) WHERE status = 'processing';
+CREATE INDEX webhook_subscriptions_disabled ON webhook_subscriptions (agent_id) WHERE NOT is_active AND deleted_at IS NULL;
