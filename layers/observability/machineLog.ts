@@ -83,6 +83,9 @@ const fieldsOf = (event: Readonly<Record<string, unknown>>) => {
   return fields
 }
 
+/** Events that send an actor back to try again: named for the retry, not for the state it returns to. */
+const RETRIES = new Set(["RETRY_DUE", "RETRY_NOW", "RETRY", "REFUND_RETRY"])
+
 const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null
 
 /**
@@ -98,8 +101,8 @@ export const logTransition = (kind: MachineKind, id: string, event: unknown, del
   const fields = fieldsOf(event)
   const cause = typeof fields["cause"] === "string" ? `: ${fields["cause"].slice(0, 200)}` : ""
   return Effect.logWithLevel(LEVELS[level], `${kind} ${id} ${from ?? "new"} -> ${state} (${trigger})${cause}`, {
-    // The state reached, or what happened when the actor stays where it was (a failed attempt, a replacement).
-    event: `${kind}.${from === state ? trigger.toLowerCase() : state.split(".")[0]}`,
+    // The state reached, or what happened when the actor stays where it was (a failed attempt) or goes back (a retry).
+    event: `${kind}.${from === state || RETRIES.has(trigger) ? trigger.toLowerCase().replace(/_(due|now)$/, "") : state.split(".")[0]}`,
     machine: kind,
     [ID_FIELD[kind]]: id,
     from,

@@ -70,7 +70,7 @@ export const replacer = <E>({ sql, chain, repo, host, signAt, ceiling }: Replace
       ).pipe(Effect.orDie)
       if (!replaced) return Option.none<TreasuryTxRow>()
       yield* Effect.logWarning(`treasury tx ${tx.id} replaced with higher fees: ${tx.txHash} -> ${hash}`, {
-        event: "treasury.replaced", treasuryTxId: tx.id, subjectId: tx.subjectId, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, hash,
+        event: "treasury.replaced", treasuryTxId: tx.id, subjectId: tx.subjectId, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, txHash: hash,
         maxFeePerGas: maxFeePerGas.toString(), previousMaxFeePerGas: old.maxFeePerGas.toString(), baseFee: baseFee.toString()
       })
       return Option.some<TreasuryTxRow>({ ...tx, rawTx: raw, txHash: hash, replacedHashes: [...tx.replacedHashes, tx.txHash] })

@@ -1,6 +1,7 @@
 // Chains that misbehave, on an anvil of the test's own (a fresh treasury key, a USDC deployed for the run): a base-fee
 // spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
-// dropped from the mempool is sent again with the same bytes. Ledger = chain after each.
+// dropped from the mempool is sent again with the same bytes. Ledger = chain after each, and each step is logged with its
+// hashes.
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, TestClock } from "effect"
 import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
@@ -11,6 +12,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { recordingLogs } from "../support/logs.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
@@ -22,7 +24,7 @@ const OwnLive = Layer.scoped(Own, productionChain({ payers: 4 }))
 const App = Layer.unwrapScoped(
   Effect.map(Own, (own) =>
     TestApp(
-      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
+      { LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
       { chain: chainOn(own, "devnet") }
     ))
 ).pipe(Layer.provideMerge(OwnLive))
@@ -71,6 +73,7 @@ layer(App)("a chain that misbehaves", (it) => {
       const { sql } = yield* TestEnv
       const { anvil, reader } = tools(own)
       const payer = yield* owedRefund(own, 0, 1)
+      const logs = yield* recordingLogs
       const before = yield* Effect.promise(() => own.balanceOf(payer.address))
       const fromBlock = yield* Effect.promise(() => reader.getBlockNumber())
 
@@ -107,6 +110,10 @@ layer(App)("a chain that misbehaves", (it) => {
       expect(paid.map((log) => log.args.value)).toEqual([PRICE])
       const history = yield* sql<{ event: { type: string } }>`SELECT event FROM machine_transitions WHERE machine = 'treasury' AND actor_id = ${sent!.id} ORDER BY id`
       expect(history.map((h) => h.event.type)).toContain("REPLACED")
+      // Logged: the refund sent, its replacement (old and new hash), its confirmation (hash and amount).
+      expect(logs.find("treasury.sent", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ purpose: "refund", txHash: sent!.txHash, amountMicroUsdc: String(PRICE) })])
+      expect(logs.find("treasury.replaced", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ replacedHash: sent!.txHash, txHash: replaced.txHash })])
+      expect(logs.find("refund.confirmed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ txHash: replaced.txHash, amountMicroUsdc: String(PRICE) })])
       expect(yield* ledgerMatchesChain).toBe(0n)
       // The spike passes.
       yield* Effect.promise(() => anvil.setNextBlockBaseFeePerGas({ baseFeePerGas: signedFee / 4n }))
@@ -120,6 +127,7 @@ layer(App)("a chain that misbehaves", (it) => {
       const { sql } = yield* TestEnv
       const { anvil, reader } = tools(own)
       const payer = yield* owedRefund(own, 2, 3)
+      const logs = yield* recordingLogs
       const before = yield* Effect.promise(() => own.balanceOf(payer.address))
 
       yield* Effect.promise(() => anvil.setAutomine(false))
@@ -141,6 +149,8 @@ layer(App)("a chain that misbehaves", (it) => {
 
       const [row] = yield* sql<{ state: string; txHash: string; replacedHashes: ReadonlyArray<string> }>`SELECT state, tx_hash, replaced_hashes FROM treasury_txs WHERE id = ${sent!.id}`
       expect(row).toEqual({ state: "confirmed", txHash: sent!.txHash, replacedHashes: [] })
+      expect(logs.find("treasury.resent", { treasuryTxId: sent!.id, txHash: sent!.txHash }).length).toBeGreaterThanOrEqual(1)
+      expect(logs.find("refund.confirmed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ txHash: sent!.txHash, amountMicroUsdc: String(PRICE) })])
       expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })
