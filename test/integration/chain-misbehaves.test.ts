@@ -1,10 +1,11 @@
 // Chains that misbehave, on an anvil of the test's own (a fresh treasury key, a USDC deployed for the run): a base-fee
 // spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
-// dropped from the mempool is sent again with the same bytes. Ledger = chain after each, and each step is logged with its
-// hashes.
+// dropped from the mempool is sent again with the same bytes, and a refund whose nonce another transaction took is found
+// dropped and sent anew. Ledger = chain after each, and each step is logged with its hashes and amount.
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, TestClock } from "effect"
-import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
+import { createPublicClient, createTestClient, createWalletClient, type Hex, http, parseAbiItem, parseGwei, parseTransaction } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
@@ -19,7 +20,7 @@ const PRICE = 11_000n
 const transfer = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)")
 
 class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 4 }))
+const OwnLive = Layer.scoped(Own, productionChain({ payers: 6 }))
 
 const App = Layer.unwrapScoped(
   Effect.map(Own, (own) =>
@@ -151,6 +152,49 @@ layer(App)("a chain that misbehaves", (it) => {
       expect(row).toEqual({ state: "confirmed", txHash: sent!.txHash, replacedHashes: [] })
       expect(logs.find("treasury.resent", { treasuryTxId: sent!.id, txHash: sent!.txHash }).length).toBeGreaterThanOrEqual(1)
       expect(logs.find("refund.confirmed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ txHash: sent!.txHash, amountMicroUsdc: String(PRICE) })])
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+
+  it.scoped("a refund whose nonce another transaction took is found dropped, logged with its hash, and sent again: paid once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql } = yield* TestEnv
+      const { anvil, reader } = tools(own)
+      const payer = yield* owedRefund(own, 4, 5)
+      const logs = yield* recordingLogs
+      const before = yield* Effect.promise(() => own.balanceOf(payer.address))
+
+      yield* Effect.promise(() => anvil.setAutomine(false))
+      yield* (yield* Refunds).sendDue
+      const [sent] = yield* sql<{ id: string; txHash: string; nonce: string }>`
+        SELECT id, tx_hash, nonce::text FROM treasury_txs WHERE purpose = 'refund' AND state IN ('signed', 'broadcast')`
+      // The refund leaves the pool and another transaction of the treasury's key (an operator's tool) takes its nonce.
+      yield* Effect.promise(() => anvil.dropTransaction({ hash: sent!.txHash as Hex }))
+      const wallet = createWalletClient({ account: privateKeyToAccount(own.treasuryKey), chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) })
+      yield* Effect.promise(() =>
+        wallet.sendTransaction({ to: own.treasury, value: 0n, nonce: Number(sent!.nonce), maxFeePerGas: parseGwei("100"), maxPriorityFeePerGas: parseGwei("2") }))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      yield* Effect.promise(() => anvil.setAutomine(true))
+
+      // After its lease the worker finds the nonce used by other bytes: dropped; the refund is owed again and sent anew.
+      yield* TestClock.adjust(31_000)
+      const worker = yield* TreasuryWorker
+      yield* worker.processDue
+      yield* worker.processDue
+      expect(logs.find("treasury.dropped", { treasuryTxId: sent!.id })).toEqual([
+        expect.objectContaining({ level: "warn", purpose: "refund", txHash: sent!.txHash, nonce: sent!.nonce, cause: expect.stringContaining("nonce") })
+      ])
+      expect(logs.find("refund.failed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ cause: "transaction dropped", amountMicroUsdc: String(PRICE) })])
+      const [refund] = yield* sql<{ id: string; status: string; txHash: string; treasuryTxId: string }>`SELECT id, status, tx_hash, treasury_tx_id FROM refunds
+        WHERE id = (SELECT subject_id FROM treasury_txs WHERE id = ${sent!.id})`
+      expect(refund).toMatchObject({ status: "confirmed" })
+      expect(refund!.treasuryTxId).not.toBe(sent!.id)
+      expect(logs.find("refund.confirmed", { refundId: refund!.id })).toEqual([
+        expect.objectContaining({ treasuryTxId: refund!.treasuryTxId, txHash: refund!.txHash, amountMicroUsdc: String(PRICE) })
+      ])
+      expect(yield* Effect.promise(() => reader.getTransactionReceipt({ hash: refund!.txHash as Hex }).then((r) => r.status))).toBe("success")
       expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })
