@@ -3,3 +3,5 @@
 CREATE INDEX payments_failed ON payments (created_at) WHERE status = 'failed';
 CREATE INDEX withdrawals_processing ON withdrawals (created_at) WHERE status = 'processing';
 CREATE INDEX webhook_subscriptions_disabled ON webhook_subscriptions (agent_id) WHERE NOT is_active AND deleted_at IS NULL;
+CREATE INDEX webhook_dead_letters_waiting ON webhook_dead_letters (created_at) WHERE requeued_at IS NULL;
+CREATE INDEX agents_circuit_not_closed ON agents (circuit_state) WHERE circuit_state <> 'closed';

@@ -55,9 +55,10 @@ export interface AttentionCounts {
 }
 
 /**
- * Every count reads through an index whose rows are the unfinished ones (machine_timers_due, payments_unfinished,
- * treasury_txs_unfinished, refunds_unfinished, disputes_status, and the partial indexes of migration 0028), each
- * stopping at ATTENTION_CAP rows; circuits scan the agents' small table as the existing circuit gauge does.
+ * Every count reads through an index whose rows are the ones in trouble (machine_timers_due, payments_unfinished,
+ * treasury_txs_unfinished, refunds_unfinished, disputes_status, and the partial indexes of migration 0028: failed
+ * payments, processing withdrawals, switched-off subscriptions, waiting dead letters, circuits not closed), each
+ * stopping at ATTENTION_CAP rows.
  */
 export const attentionCounts = (sql: SqlClient.SqlClient): Effect.Effect<AttentionCounts, SqlError.SqlError | ParseResult.ParseError> =>
   sql`
@@ -79,7 +80,7 @@ export const attentionCounts = (sql: SqlClient.SqlClient): Effect.Effect<Attenti
       (SELECT count(*) FROM (SELECT 1 FROM webhook_subscriptions WHERE NOT is_active AND deleted_at IS NULL
          AND failure_count >= ${DISABLE_AFTER_FAILURES} LIMIT ${ATTENTION_CAP}) x)::int AS webhook_subscription_disabled,
       (SELECT count(*) FROM (SELECT 1 FROM webhook_dead_letters WHERE requeued_at IS NULL LIMIT ${ATTENTION_CAP}) x)::int AS webhook_dead_letter,
-      (SELECT count(*) FROM agents WHERE circuit_state = 'open')::int AS circuit_open,
+      (SELECT count(*) FROM agents WHERE circuit_state <> 'closed' AND circuit_state = 'open')::int AS circuit_open,
       (SELECT CASE WHEN confirmed THEN drift ELSE 0 END FROM treasury_reconciliations
          WHERE kind = 'check' ORDER BY id DESC LIMIT 1)::text AS drift_micro_usdc`.pipe(
     Effect.flatMap(([row]) => Schema.decodeUnknown(Row)(row)),
