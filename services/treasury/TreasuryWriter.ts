@@ -279,7 +279,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           hash,
           leaseUntil: new Date(now)
         }))
-        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`)
+        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`, { event: "treasury.gap_filled", treasuryTxId: id, nonce, txHash: hash })
         yield* broadcast({ id, rawTx: raw })
       }
       return gaps.length
