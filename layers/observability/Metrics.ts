@@ -26,8 +26,8 @@ export const httpRequests = new Counter({
 
 export const httpDuration = new Histogram({
   name: "marketplace_http_request_duration_seconds",
-  help: "Time from a request's arrival to its response, by method and route template",
-  labelNames: ["method", "route"] as const,
+  help: "Time from a request's arrival to its response, by method, route template and status class (2xx, 3xx, 4xx, 5xx)",
+  labelNames: ["method", "route", "status_class"] as const,
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   registers: [processRegistry]
 })
@@ -68,3 +68,16 @@ export const recordSettlement = <A extends { readonly outcome: { readonly _tag: 
     return Effect.tap(self, (settlement) =>
       Effect.sync(() => settlementDuration.observe({ outcome: settlement.outcome._tag.toLowerCase() }, (performance.now() - started) / 1000)))
   })
+
+/**
+ * Money that moved, in micro-USDC (integers: exact up to 9e15, i.e. nine billion USDC per process lifetime), by flow:
+ * paid (payments that reached the treasury), platform_fee (credited to platform revenue), platform_fee_returned (taken
+ * back from it), refunded and paid_out (left the treasury on chain). Counted from the ledger's transfers
+ * (services/ledger/flows.ts), in-process: no query.
+ */
+export const moneyMoved = new Counter({
+  name: "marketplace_money_micro_usdc_total",
+  help: "Money booked by this process, micro-USDC, by flow: paid (payments settled into the treasury), platform_fee (platform revenue earned), platform_fee_returned (fees given back), refunded and paid_out (sent from the treasury on chain: refunds; withdrawals)",
+  labelNames: ["flow"] as const,
+  registers: [processRegistry]
+})

@@ -1,8 +1,10 @@
 // Gauges read from PostgreSQL when /metrics is scraped (true across every server process): settlement backlog, refunds
-// pending, webhook queue and dead letters, open circuits, database connections. One bounded statement, briefly cached.
+// pending, webhook queue and dead letters, open circuits, database connections, the needs-attention counts and the
+// treasury's drift. Bounded statements, briefly cached.
 import { SqlClient } from "@effect/sql"
-import { Config, Effect, Schema } from "effect"
+import { Clock, Config, Effect, Schema } from "effect"
 import { Gauge, Registry } from "prom-client"
+import { ATTENTION_KINDS, type AttentionCounts, attentionCounts } from "../../services/operator/attentionQueries.js"
 
 /** Counts stop here: the query stays bounded however large a backlog grows (the gauge then reads "at least"). */
 export const COUNT_CAP = 100_000
@@ -26,6 +28,9 @@ const Connections = Schema.Array(Schema.Struct({ state: Schema.String, n: Schema
 interface Reading {
   readonly snapshot: Snapshot
   readonly connections: typeof Connections.Type
+  readonly attention: AttentionCounts
+  /** The newest reconciliation check's drift when confirmed, else 0. */
+  readonly drift: bigint
 }
 
 /**
@@ -56,8 +61,12 @@ const read = (sql: SqlClient.SqlClient) =>
     connections: sql`
       SELECT coalesce(state, 'unknown') AS state, count(*)::int AS n FROM pg_stat_activity
       WHERE datname = current_database() AND application_name = current_setting('application_name')
-      GROUP BY 1`.pipe(Effect.flatMap(Schema.decodeUnknown(Connections)))
-  }, { concurrency: 2 })
+      GROUP BY 1`.pipe(Effect.flatMap(Schema.decodeUnknown(Connections))),
+    // The console's own queries (services/operator/attentionQueries.ts): an alert fires on the facts the console lists.
+    attention: Effect.flatMap(Clock.currentTimeMillis, (now) => attentionCounts(sql, new Date(now))),
+    drift: sql<{ drift: string | null }>`SELECT (CASE WHEN confirmed THEN drift ELSE 0 END)::text AS drift FROM treasury_reconciliations
+                 WHERE kind = 'check' ORDER BY id DESC LIMIT 1`.pipe(Effect.map((r) => BigInt(r[0]?.drift ?? "0")))
+  }, { concurrency: 3 })
 
 const cacheMs = Config.integer("METRICS_DB_CACHE_MS").pipe(
   Config.withDefault(5_000),
@@ -85,6 +94,15 @@ export const makeDbGauges = Effect.gen(function* () {
   const dead = gauge("marketplace_webhook_dead_letters", "Dead-lettered webhook deliveries not requeued")
   const circuits = gauge("marketplace_circuits", "Agents whose circuit is not closed, by state (open, half-open)", ["state"])
   const connections = gauge("marketplace_db_connections", "Connections the service's processes hold on its database, by state (pg_stat_activity)", ["state"])
+  const attention = gauge(
+    "marketplace_attention",
+    "Actors that need an operator's attention, by kind of trouble (the counts of the console's needs-attention list)",
+    ["kind"]
+  )
+  const drift = gauge(
+    "marketplace_treasury_drift_micro_usdc",
+    "The newest reconciliation's confirmed drift, chain minus ledger treasury balance in micro-USDC (0 when they agree)"
+  )
   const poolMax = gauge("marketplace_db_pool_max", "DATABASE_POOL_SIZE of this process")
   poolMax.set(maxConnections)
 
@@ -101,6 +119,8 @@ export const makeDbGauges = Effect.gen(function* () {
     dead.set(s.deadLetters)
     circuits.set({ state: "open" }, s.circuitsOpen)
     circuits.set({ state: "half-open" }, s.circuitsHalfOpen)
+    for (const kind of ATTENTION_KINDS) attention.set({ kind }, r.attention[kind])
+    drift.set(Number(r.drift))
     connections.reset()
     for (const c of r.connections) connections.set({ state: c.state }, c.n)
   }

@@ -1,7 +1,9 @@
-// Counts the transitions every persisted machine saves (and the executions' API statuses) by wrapping the host's runners.
+// Counts the transitions every persisted machine saves (and the executions' API statuses) by wrapping the host's runners,
+// and logs those that are background actions or failures (machineLog.ts).
 import { Context, Effect, Layer, Option } from "effect"
 import { type Delivered, type MachineKind, MachineRunners, type Runners } from "../../machines/Host.js"
 import { type Runner } from "../../machines/runner.js"
+import { logTransition } from "./machineLog.js"
 import { executionsReached, machineTransitions } from "./Metrics.js"
 
 /** The API status an execution reached with this transition, if it changed (spec section 3; see machines/execution.ts). */
@@ -23,13 +25,20 @@ const count = (kind: MachineKind, delivered: Option.Option<Delivered>) => {
 
 /**
  * Counted when the step is saved, inside the caller's transaction: a transaction that rolls back afterwards leaves a
- * count for a transition that did not happen (rare: the step is the transaction's last statements).
+ * count (and a log line) for a transition that did not happen (rare: the step is the transaction's last statements).
  */
-const instrument = <E>(kind: MachineKind, runner: Runner<E>): Runner<E> => ({
-  deliver: (id, event, deliver) => Effect.tap(runner.deliver(id, event, deliver), (d) => Effect.sync(() => count(kind, d))),
-  deliverStored: (id, stored, deliver) => Effect.tap(runner.deliverStored(id, stored, deliver), (d) => Effect.sync(() => count(kind, d))),
-  lockAll: runner.lockAll
-})
+const instrument = <E>(kind: MachineKind, runner: Runner<E>): Runner<E> => {
+  const observe = (id: string, event: unknown) => (d: Option.Option<Delivered>) =>
+    Effect.suspend(() => {
+      count(kind, d)
+      return logTransition(kind, id, event, d)
+    })
+  return {
+    deliver: (id, event, deliver) => Effect.tap(runner.deliver(id, event, deliver), observe(id, event)),
+    deliverStored: (id, stored, deliver) => Effect.tap(runner.deliverStored(id, stored, deliver), observe(id, stored)),
+    lockAll: runner.lockAll
+  }
+}
 
 const instrumentAll = (runners: Runners): Runners => ({
   execution: instrument("execution", runners.execution),

@@ -2,7 +2,8 @@
 // request, one request log line, and the HTTP metrics by route template. Never a header value is logged, and the
 // request's credentials and payment headers are scrubbed from any line logged while it runs.
 import { HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Exit, LogLevel, Option, Tracer } from "effect"
+import { Context, Effect, Exit, FiberRef, LogLevel, Option, Tracer } from "effect"
+import { globalValue } from "effect/GlobalValue"
 import { randomUUID } from "node:crypto"
 import { withLogSecrets } from "./Logging.js"
 import { httpDuration, httpRequests } from "./Metrics.js"
@@ -35,6 +36,19 @@ const secretsOf = (headers: Readonly<Record<string, string | undefined>>): Array
     return credential === undefined ? [value] : [value, credential]
   })
 
+/** Fields a handler adds to its request's log line (the execution id and the agent's error of a 502), per request. */
+const currentRequestNotes = globalValue(
+  Symbol.for("observability/currentRequestNotes"),
+  () => FiberRef.unsafeMake<Record<string, unknown> | undefined>(undefined)
+)
+
+/**
+ * Adds `fields` to the log line of the request being served (a no-op outside one): the line then says which actor the
+ * answer is about and why it failed, e.g. `{ executionId, cause }` on a 502.
+ */
+export const noteOnRequestLine = (fields: Readonly<Record<string, unknown>>) =>
+  Effect.flatMap(FiberRef.get(currentRequestNotes), (notes) => Effect.sync(() => notes !== undefined && Object.assign(notes, fields)))
+
 export interface RequestObservability {
   readonly routes: RouteMatcher
   /** Route templates logged at debug rather than info and never traced (probes and scrapes); still counted. */
@@ -52,13 +66,14 @@ export const observeRequests = (options: RequestObservability) =>
     const quiet = template !== undefined && options.quiet.has(template)
     const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
     const traced = Option.isSome(span) && HEX_TRACE.test(span.value.traceId)
+    const notes: Record<string, unknown> = {}
     const finish = (exit: Exit.Exit<HttpServerResponse.HttpServerResponse, E>) => {
       const status = HttpServerError.exitResponse(exit).status
       const seconds = (performance.now() - started) / 1000
       const method = request.method
       const route = template ?? "unmatched"
       httpRequests.inc({ method, route, status: String(status) })
-      httpDuration.observe({ method, route }, seconds)
+      httpDuration.observe({ method, route, status_class: `${Math.floor(status / 100)}xx` }, seconds)
       const query = request.url.indexOf("?")
       const path = clip(query === -1 ? request.url : request.url.slice(0, query), 300)
       const level = status >= 500 ? LogLevel.Warning : quiet ? LogLevel.Debug : LogLevel.Info
@@ -69,11 +84,13 @@ export const observeRequests = (options: RequestObservability) =>
         path,
         status,
         durationMs: Math.round(seconds * 10_000) / 10,
+        ...notes,
         ...(traceId === undefined ? {} : { traceId })
       })
     }
     return (quiet ? Effect.withTracerEnabled(app, false) : app).pipe(
       HttpApp.withPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))),
+      Effect.locally(currentRequestNotes, notes),
       Effect.onExit(finish),
       Effect.annotateLogs("requestId", requestId),
       withLogSecrets(secretsOf(request.headers))

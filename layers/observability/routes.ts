@@ -18,8 +18,15 @@ export interface RouteMatcher {
   readonly match: (method: string, url: string) => string | undefined
 }
 
-/** Static segments win over parameters (as in the router), with backtracking when a static branch dead-ends. */
-export const makeRouteMatcher = (routes: Iterable<readonly [method: string, template: string]>): RouteMatcher => {
+/**
+ * Static segments win over parameters (as in the router), with backtracking when a static branch dead-ends. `areas`:
+ * path prefixes served outside the API (the console at /ops) whose unlisted paths take the area's template
+ * (`/ops/*`) rather than "unmatched": still one bounded label.
+ */
+export const makeRouteMatcher = (
+  routes: Iterable<readonly [method: string, template: string]>,
+  areas: ReadonlyArray<readonly [prefix: string, template: string]> = []
+): RouteMatcher => {
   const root = node()
   for (const [method, template] of routes) {
     let at = root
@@ -46,7 +53,8 @@ export const makeRouteMatcher = (routes: Iterable<readonly [method: string, temp
       const path = query === -1 ? url : url.slice(0, query)
       const segments = segmentsOf(path)
       // A path longer than any route is not one of ours (and is not walked segment by segment).
-      return segments.length > 16 ? undefined : find(root, segments, 0, method.toUpperCase())
+      const found = segments.length > 16 ? undefined : find(root, segments, 0, method.toUpperCase())
+      return found ?? areas.find(([prefix]) => path === prefix || path.startsWith(`${prefix}/`))?.[1]
     }
   }
 }

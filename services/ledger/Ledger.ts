@@ -3,6 +3,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Data, Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
+import { countFlows } from "./flows.js"
 
 /** Fixed platform accounts (see migrations/0001_init.sql). */
 export const Accounts = {
@@ -57,6 +58,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           return yield* new LedgerInvariantError({ message: `invalid movement in ${input.kind}` })
         }
         if (movements.length === 0) return yield* new LedgerInvariantError({ message: `empty transfer ${input.kind}` })
+        countFlows(movements)
         const id = newId("ltr")
         // Sorted by account: the balance trigger locks agents' account rows in this order (one order everywhere: no deadlock).
         const entries = movements

@@ -5,7 +5,7 @@ import { Clock, Effect, Schema } from "effect"
 import type { MachineKind } from "../../machines/Host.js"
 import { MACHINE_KINDS } from "../../src/domain/Operator.js"
 import { rowsOf } from "../sql/Rows.js"
-import { ATTENTION_KINDS, type AttentionKind, attentionQuery } from "./attentionQueries.js"
+import { ATTENTION_KINDS, type AttentionCounts, attentionCounts, type AttentionKind, attentionQuery, zeros } from "./attentionQueries.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 
 export { ATTENTION_KINDS, type AttentionKind } from "./attentionQueries.js"
@@ -40,7 +40,6 @@ export interface AttentionItem {
   readonly leverTarget: string | null
 }
 
-export type AttentionCounts = { readonly [K in AttentionKind]: number }
 
 const isMachineKind = (value: string | null): value is MachineKind => MACHINE_KINDS.some((k) => k === value)
 
@@ -48,20 +47,6 @@ const isMachineKind = (value: string | null): value is MachineKind => MACHINE_KI
 export const rank = (items: ReadonlyArray<AttentionItem>): ReadonlyArray<AttentionItem> =>
   [...items].sort((a, b) => (a.amount === b.amount ? a.since.getTime() - b.since.getTime() : a.amount > b.amount ? -1 : 1))
 
-const zeros = (): { [K in AttentionKind]: number } => ({
-  execution_overdue: 0,
-  settlement_retrying: 0,
-  settlement_failed: 0,
-  treasury_stuck: 0,
-  refund_unconfirmed: 0,
-  withdrawal_slow: 0,
-  dispute_escalated: 0,
-  dispute_due_soon: 0,
-  webhook_switched_off: 0,
-  delivery_dead: 0,
-  circuit_open: 0,
-  reconciliation_drift: 0
-})
 
 /** Pure: the number of items per kind (every kind present, zeros included). */
 export const countByKind = (items: ReadonlyArray<AttentionItem>): AttentionCounts => {
@@ -100,19 +85,11 @@ export class Attention extends Effect.Service<Attention>()("operator/Attention",
         return rank(all.flat())
       }).pipe(Effect.withSpan("Attention.list"))
 
-    /** The number of stuck or failing actors per kind at `now`: what the console lists, as gauges would expose it. */
+    /** The number of stuck or failing actors per kind at `now`: what the console lists, as the gauges expose it. */
     const counts = (at?: Date) =>
       Effect.gen(function* () {
         const now = at ?? new Date(yield* Clock.currentTimeMillis)
-        const rows = yield* Effect.forEach(
-          ATTENTION_KINDS,
-          (kind) => Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM (${attentionQuery(sql, kind, now)}) q`.pipe(Effect.orDie), (r) => [kind, r[0]?.n ?? 0] as const),
-          { concurrency: 4 }
-        )
-        const counts = zeros()
-        for (const [kind, n] of rows) counts[kind] = n
-        const result: AttentionCounts = counts
-        return result
+        return yield* attentionCounts(sql, now).pipe(Effect.orDie)
       }).pipe(Effect.withSpan("Attention.counts"))
 
     /** The operator API's report: the items (amounts as USDC decimals) and the exact counts. */

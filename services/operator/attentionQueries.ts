@@ -1,8 +1,9 @@
 // The SQL behind "needs attention": one query per kind of trouble, each answering the same columns (the actor, its agent,
 // the money at stake, since when, the cause in words, the lever that acts on it). Thresholds are constants here so the
-// console, the API and (later) the metrics' gauges all mean the same thing by "stuck".
-import type { SqlClient } from "@effect/sql"
+// console, the API and the metrics' gauges (layers/observability/dbGauges.ts) all mean the same thing by "stuck".
+import type { SqlClient, SqlError } from "@effect/sql"
 import type { Statement } from "@effect/sql/Statement"
+import { Effect } from "effect"
 
 /** A treasury transaction signed or broadcast this long ago and not mined (about 60 Base blocks) is stuck. */
 export const TREASURY_PENDING_MS = 2 * 60_000
@@ -15,7 +16,7 @@ export const DISPUTE_NEAR_MS = 6 * 60 * 60_000
 /** Failed settlements are listed for this long after they failed (older ones are history). */
 export const SETTLEMENT_FAILED_WINDOW_MS = 24 * 60 * 60_000
 
-import type { AttentionKind } from "../../src/domain/Attention.js"
+import { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.js"
 
 export { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.js"
 
@@ -107,3 +108,35 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
         FROM (SELECT * FROM treasury_reconciliations WHERE kind = 'check' ORDER BY id DESC LIMIT 1) t WHERE t.confirmed AND t.drift <> 0`
   }
 }
+
+export type AttentionCounts = { readonly [K in AttentionKind]: number }
+
+export const zeros = (): { [K in AttentionKind]: number } => ({
+  execution_overdue: 0,
+  settlement_retrying: 0,
+  settlement_failed: 0,
+  treasury_stuck: 0,
+  refund_unconfirmed: 0,
+  withdrawal_slow: 0,
+  dispute_escalated: 0,
+  dispute_due_soon: 0,
+  webhook_switched_off: 0,
+  delivery_dead: 0,
+  circuit_open: 0,
+  reconciliation_drift: 0
+})
+
+/** The number of stuck or failing actors per kind at `now`: exactly what the console lists (every kind, zeros included). */
+export const attentionCounts = (sql: SqlClient.SqlClient, now: Date): Effect.Effect<AttentionCounts, SqlError.SqlError> =>
+  Effect.map(
+    Effect.forEach(
+      ATTENTION_KINDS,
+      (kind) => Effect.map(sql<{ n: number }>`SELECT count(*)::int AS n FROM (${attentionQuery(sql, kind, now)}) q`, (r) => [kind, r[0]?.n ?? 0] as const),
+      { concurrency: 4 }
+    ),
+    (rows) => {
+      const counts = zeros()
+      for (const [kind, n] of rows) counts[kind] = n
+      return counts
+    }
+  )

@@ -32,6 +32,16 @@ const LEASE_MS = 60_000
 /** A reverted refund (the treasury short of USDC) is sent again after this long. */
 const REVERTED_RETRY_MS = 60_000
 
+/** The ids and amount of a refund's log lines (a dispute's payout and a chain's remainder are refunds too). */
+const refundFields = (refund: RefundRow, txId: string) => ({
+  refundId: refund.id,
+  executionId: refund.executionId,
+  chainId: refund.chainId,
+  treasuryTxId: txId,
+  to: refund.toAddress,
+  amountMicroUsdc: refund.amount
+})
+
 export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -51,6 +61,11 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
             movedExactly(chain, outcome.receipt, chain.treasury, refund.toAddress, refund.amount)
           if (!paid) {
             // Reverted (the treasury was short) or its nonce went to another transaction: nothing left; send it again.
+            yield* Effect.logWarning(`refund ${refund.id} not paid (${outcome._tag === "Dropped" ? "dropped" : "reverted"}): sent again`, {
+              ...refundFields(refund, txId),
+              event: "refund.failed",
+              cause: outcome._tag === "Dropped" ? "transaction dropped" : "transfer reverted or did not pay the refund"
+            })
             yield* sql`UPDATE refunds SET status = 'pending', treasury_tx_id = NULL, tx_hash = NULL,
                        last_error = ${outcome._tag === "Dropped" ? "transaction dropped" : "transfer reverted or did not pay the refund"},
                        next_attempt_at = ${new Date(at + (outcome._tag === "Dropped" ? 0 : REVERTED_RETRY_MS))}
@@ -61,6 +76,12 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
           const updated = yield* sql`UPDATE refunds SET status = 'confirmed', tx_hash = ${hash}, block_number = ${outcome.receipt.blockNumber.toString()},
                                        confirmed_at = now() WHERE id = ${refund.id} AND status = 'submitted' AND treasury_tx_id = ${txId} RETURNING id`
           if (updated.length === 0) return
+          yield* Effect.logInfo(`refund ${refund.id} confirmed: ${refund.amount} micro-USDC to ${refund.toAddress} in ${hash}`, {
+            ...refundFields(refund, txId),
+            event: "refund.confirmed",
+            txHash: hash,
+            block: outcome.receipt.blockNumber
+          })
           // The refund left the treasury on chain: refunds payable is settled, in the block it was mined.
           yield* ledger.transfer({
             kind: "refund_sent",
@@ -85,6 +106,7 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
           to: chain.usdc.address,
           data: encodeFunctionData({ abi: usdcAbi, functionName: "transfer", args: [getAddress(refund.toAddress), refund.amount] }),
           gas: TRANSFER_GAS,
+          logFields: { refundId: refund.id, executionId: refund.executionId, chainId: refund.chainId, to: refund.toAddress, amountMicroUsdc: refund.amount },
           link: (txId) =>
             sql`UPDATE refunds SET status = 'submitted', treasury_tx_id = ${txId}, last_error = NULL WHERE id = ${refund.id} AND status = 'pending'`
               .pipe(Effect.asVoid)

@@ -2,7 +2,7 @@
 // carry the block they were mined in, so a check at block B counts exactly what the chain had done by B; what the chain
 // had done by B that the ledger books later (money in flight: services/treasury/inFlight.ts) is not drift.
 import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Layer, Metric, Option, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { finalBlock } from "../../layers/confirmations.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
@@ -21,9 +21,6 @@ export interface ReconciliationResult {
 }
 
 const Last = Schema.Struct({ blockNumber: Schema.BigInt, chainBalance: Schema.BigInt, ledgerBalance: Schema.BigInt, drift: Schema.BigInt, confirmed: Schema.Boolean, checkedAt: Schema.DateFromSelf })
-
-/** The last confirmed drift in micro-USDC (0 when the ledger and the chain agree): for dashboards and alerts. */
-export const treasuryDrift = Metric.gauge("treasury_drift_micro_usdc", { description: "chain − ledger treasury balance, micro-USDC", bigint: true })
 
 /** A disagreement is confirmed when the same block still disagrees this much later (in-flight bookings have landed). */
 const CONFIRM_AFTER = Duration.seconds(20)
@@ -127,16 +124,19 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
     /** One worker pass: check the latest block; a disagreement is re-checked at the same block later, then confirmed. */
     const pass = Effect.gen(function* () {
       const first = yield* check()
-      if (first.drift === 0n) {
-        yield* treasuryDrift(Effect.succeed(0n))
-        return yield* store(first, "check", false)
-      }
+      // The stored checks are the metric: /metrics reads the newest (marketplace_treasury_drift_micro_usdc).
+      if (first.drift === 0n) return yield* store(first, "check", false)
       yield* Effect.sleep(CONFIRM_AFTER)
       const again = yield* check(first.block)
       yield* store(again, "check", again.drift !== 0n)
-      yield* treasuryDrift(Effect.succeed(again.drift))
       if (again.drift !== 0n) {
-        yield* Effect.logError(`treasury drift: chain ${again.chainBalance} vs ledger ${again.ledgerBalance} at block ${again.block} (${again.drift} micro-USDC)`)
+        yield* Effect.logError(`treasury drift: chain ${again.chainBalance} vs ledger ${again.ledgerBalance} at block ${again.block} (${again.drift} micro-USDC)`, {
+          event: "treasury.drift",
+          block: again.block,
+          chainBalance: again.chainBalance,
+          ledgerBalance: again.ledgerBalance,
+          driftMicroUsdc: again.drift
+        })
       }
     })
 

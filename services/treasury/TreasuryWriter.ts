@@ -9,6 +9,7 @@ import { newId } from "../../src/domain/Ids.js"
 import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
 import { type Fees, feeSource, maxFeeCeiling } from "./fees.js"
 import { replacer } from "./replace.js"
+import * as txLog from "./txLog.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 
@@ -109,6 +110,8 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
       readonly link?: (txId: string) => Effect.Effect<void, SqlError.SqlError>
       /** A write sent in the same statement as the row (no extra round trip): it may not read what that statement writes. */
       readonly linkStatement?: (txId: string) => Statement.Fragment
+      /** What the transaction pays and the ids it is about (refund, execution, withdrawal, agent), for its log line. */
+      readonly logFields?: Readonly<Record<string, string | bigint | null>>
     }) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
@@ -135,7 +138,8 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           })
         )
         yield* faults.afterSign({ id, purpose: intent.purpose })
-        yield* broadcast(stored, "failures")
+        const sent = yield* broadcast(stored, "failures")
+        yield* txLog.sent(intent, stored, sent)
         yield* faults.afterBroadcast({ id, purpose: intent.purpose })
         return stored
       }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
@@ -222,12 +226,15 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         if (mined > tx.nonce) {
           // The nonce is used, but not by these bytes (a receipt lookup again closes the race with our own mining).
           const again = yield* minedReceipt(tx)
-          return Option.isSome(again) ? { _tag: "Mined", receipt: again.value } satisfies TxOutcome : { _tag: "Dropped" } satisfies TxOutcome
+          if (Option.isSome(again)) return { _tag: "Mined", receipt: again.value } satisfies TxOutcome
+          yield* txLog.dropped(tx)
+          return { _tag: "Dropped" } satisfies TxOutcome
         }
         // Not mined and its nonce still open (dropped from a mempool too): new fees if it is underpriced, then send the
         // bytes (again) and give them a moment to be mined.
         const current = Option.getOrElse(yield* replaceIfUnderpriced(tx), () => tx)
         const sent = yield* broadcast(current)
+        if (sent && current === tx) yield* txLog.resent(tx) // the same bytes again (replace.ts logs a replacement)
         const receiptNow = sent ? yield* awaitReceipt(current, Math.min(receiptWaitMs, 5_000)) : Option.none()
         if (Option.isSome(receiptNow)) return { _tag: "Mined", receipt: receiptNow.value } satisfies TxOutcome
         // The bytes it replaced may have been mined meanwhile.
@@ -279,7 +286,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
           hash,
           leaseUntil: new Date(now)
         }))
-        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`)
+        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`, { event: "treasury.gap_filled", treasuryTxId: id, nonce, txHash: hash })
         yield* broadcast({ id, rawTx: raw })
       }
       return gaps.length

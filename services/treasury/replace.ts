@@ -48,7 +48,7 @@ export const replacer = <E>({ sql, chain, repo, host, signAt, ceiling }: Replace
       if (decision._tag === "NotNeeded") return Option.none<TreasuryTxRow>()
       if (decision._tag === "PastCeiling") {
         yield* Effect.logWarning("treasury transaction underpriced, and a replacement would pass the fee ceiling: it waits for fees to fall", {
-          txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), hash: tx.txHash, baseFee: baseFee.toString(), ceiling: ceiling.toString()
+          event: "treasury.underpriced", treasuryTxId: tx.id, subjectId: tx.subjectId, purpose: tx.purpose, nonce: tx.nonce.toString(), hash: tx.txHash, baseFee: baseFee.toString(), ceiling: ceiling.toString()
         })
         return Option.none<TreasuryTxRow>()
       }
@@ -69,8 +69,8 @@ export const replacer = <E>({ sql, chain, repo, host, signAt, ceiling }: Replace
         })
       ).pipe(Effect.orDie)
       if (!replaced) return Option.none<TreasuryTxRow>()
-      yield* Effect.logWarning("treasury transaction replaced with higher fees", {
-        txId: tx.id, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, hash,
+      yield* Effect.logWarning(`treasury tx ${tx.id} replaced with higher fees: ${tx.txHash} -> ${hash}`, {
+        event: "treasury.replaced", treasuryTxId: tx.id, subjectId: tx.subjectId, purpose: tx.purpose, nonce: tx.nonce.toString(), replacedHash: tx.txHash, txHash: hash,
         maxFeePerGas: maxFeePerGas.toString(), previousMaxFeePerGas: old.maxFeePerGas.toString(), baseFee: baseFee.toString()
       })
       return Option.some<TreasuryTxRow>({ ...tx, rawTx: raw, txHash: hash, replacedHashes: [...tx.replacedHashes, tx.txHash] })

@@ -106,16 +106,32 @@ export class DeliveryMachine extends Effect.Service<DeliveryMachine>()("webhooks
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : startMachine(deliveryMachine, {}).persisted),
       actions: {
         countOutcome: ({ success }, { row, event }) => (row.subscriptionId === null ? Effect.void : countOutcome(row.subscriptionId, success, event.at)),
-        deadLetter: (_, { row, event }) =>
-          UnitOfWork.insert(sql, "webhook_dead_letters", [{
-            id: newId("dlq"),
+        deadLetter: (_, { row, event }) => {
+          const dlqId = newId("dlq")
+          const lastError = event.type === "ATTEMPT_FAILED" ? event.error.slice(0, 500) : null
+          const lastStatus = event.type === "SUPERSEDED" ? null : event.status
+          return Effect.zipRight(
+            Effect.logError(`webhook delivery ${row.id} dead-lettered after ${row.attemptCount + 1} attempts: ${lastStatus ?? "no answer"} ${lastError ?? ""}`.trim(), {
+              event: "webhookDelivery.dead",
+              deliveryId: row.id,
+              deadLetterId: dlqId,
+              subscriptionId: row.subscriptionId,
+              executionId: row.executionId,
+              eventType: row.eventType,
+              attempts: row.attemptCount + 1,
+              lastStatus,
+              cause: lastError
+            }),
+            UnitOfWork.insert(sql, "webhook_dead_letters", [{
+            id: dlqId,
             deliveryId: row.id,
             subscriptionId: row.subscriptionId,
             eventType: row.eventType,
             lastAttemptAt: new Date(event.at),
             totalAttempts: row.attemptCount + 1,
-            lastError: event.type === "ATTEMPT_FAILED" ? event.error.slice(0, 500) : null
-          }])
+            lastError
+          }]))
+        }
       },
       save: (id, _row, step, event) => {
         const context = step.snapshot.context

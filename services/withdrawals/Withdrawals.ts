@@ -153,6 +153,18 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
           }
           const { receipt } = outcome
           const paid = receipt.status === "success" && movedExactly(chain, receipt, chain.treasury, w.destinationWallet, w.netAmount)
+          if (paid) {
+            yield* Effect.logInfo(`withdrawal ${w.id} paid out: ${w.netAmount} micro-USDC to ${w.destinationWallet} in ${receipt.transactionHash}`, {
+              event: "withdrawal.paid_out",
+              withdrawalId: w.id,
+              agentId: w.agentId,
+              treasuryTxId: txId,
+              to: w.destinationWallet,
+              amountMicroUsdc: w.netAmount,
+              txHash: receipt.transactionHash,
+              block: receipt.blockNumber
+            })
+          }
           yield* host.deliver(
             "withdrawal",
             w.id,
@@ -172,6 +184,7 @@ export class Withdrawals extends Effect.Service<Withdrawals>()("withdrawals/With
           to: chain.usdc.address,
           data: encodeFunctionData({ abi: usdcAbi, functionName: "transfer", args: [getAddress(w.destinationWallet), w.netAmount] }),
           gas: TRANSFER_GAS,
+          logFields: { withdrawalId: w.id, agentId: w.agentId, to: w.destinationWallet, amountMicroUsdc: w.netAmount },
           link: (txId) =>
             Effect.flatMap(Clock.currentTimeMillis, (at) => host.deliver("withdrawal", w.id, { type: "SUBMITTED", at, txId })).pipe(Effect.asVoid)
         })

@@ -2,6 +2,7 @@
 // returns (the payment used, its settlement, rate-limit windows) into the execution headers.
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option, Ref } from "effect"
+import { noteOnRequestLine } from "../../layers/observability/requests.js"
 import { presentedFromHeaders, proofsFromHeaders } from "../../layers/x402/credential.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
@@ -15,6 +16,14 @@ import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentH
 
 /** A finished attempt that failed is an error response carrying the execution (so the client can retry it). */
 const settle = (view: ExecutionView): Effect.Effect<{ readonly success: true; readonly data: ExecutionView }, BadGateway | GatewayTimeout> => {
+  if (view.status === "failed" || view.status === "timeout") {
+    // The request line of a 502/504 says which execution failed and why (the agent's error).
+    return Effect.zipRight(noteOnRequestLine({ executionId: view.requestId, cause: view.error ?? view.status }), failed(view))
+  }
+  return Effect.succeed(respond(view))
+}
+
+const failed = (view: ExecutionView): Effect.Effect<never, BadGateway | GatewayTimeout> => {
   if (view.status === "failed") {
     return Effect.fail(
       new BadGateway({
@@ -33,7 +42,7 @@ const settle = (view: ExecutionView): Effect.Effect<{ readonly success: true; re
       })
     )
   }
-  return Effect.succeed(respond(view))
+  return Effect.dieMessage(`execution ${view.requestId} is ${view.status}, not failed`)
 }
 
 /** Errors that say when to come back carry Retry-After. */

@@ -185,9 +185,23 @@ const forwardedHeaders = Config.boolean("TRUST_PROXY").pipe(
 /** Probes and scrapes: logged at debug, never traced. */
 const QUIET_ROUTES = ["/health", METRICS_PATH]
 
+/** The console's routes (src/ops/routes.ts) by template; a console path not listed here is labelled `/ops/*`. */
+const OPS_ROUTES: ReadonlyArray<readonly [string, string]> = [
+  ["GET", "/ops"],
+  ["POST", "/ops/login"],
+  ["POST", "/ops/logout"],
+  ["POST", "/ops/levers"],
+  ["GET", "/ops/actions"],
+  ["GET", "/ops/machines/:kind"],
+  ["GET", "/ops/machines/:kind/:id"]
+]
+
 /** Request id, request log line and HTTP metrics by route template (layers/observability/requests.ts). */
 const observed = observeRequests({
-  routes: makeRouteMatcher(apiRoutes(Api, [["GET", METRICS_PATH], ["GET", "/docs"], ["GET", "/openapi.json"], ["GET", "/mcp"], ["POST", "/mcp"], ["DELETE", "/mcp"]])),
+  routes: makeRouteMatcher(
+    apiRoutes(Api, [["GET", METRICS_PATH], ["GET", "/docs"], ["GET", "/openapi.json"], ["GET", "/mcp"], ["POST", "/mcp"], ["DELETE", "/mcp"], ...OPS_ROUTES]),
+    [["/ops", "/ops/*"]]
+  ),
   quiet: new Set(QUIET_ROUTES)
 })
 

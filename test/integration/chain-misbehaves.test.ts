@@ -1,10 +1,12 @@
 // Chains that misbehave, on an anvil of the test's own (a fresh treasury key, a USDC deployed for the run): a base-fee
 // spike leaves a refund underpriced (the writer replaces it: same nonce, fees from the chain, paid once), and a refund
-// dropped from the mempool is sent again with the same bytes, and a paid call whose settlement waits for a block that
-// does not come answers at its deadline with its status URL. Ledger = chain after each.
+// dropped from the mempool is sent again with the same bytes, a refund whose nonce another transaction took is found
+// dropped and sent anew, and a paid call whose settlement waits for a block that does not come answers at its deadline
+// with its status URL. Ledger = chain after each, and each step is logged with its hashes and amount.
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Fiber, Layer, TestClock } from "effect"
-import { createPublicClient, createTestClient, type Hex, http, parseAbiItem, parseTransaction } from "viem"
+import { createPublicClient, createTestClient, createWalletClient, type Hex, http, parseAbiItem, parseGwei, parseTransaction } from "viem"
+import { privateKeyToAccount } from "viem/accounts"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Refunds } from "../../services/refunds/Refunds.js"
@@ -13,20 +15,21 @@ import { fakeAgent } from "../support/agents.js"
 import { call } from "../support/clients.js"
 import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { recordingLogs } from "../support/logs.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
 const transfer = parseAbiItem("event Transfer(address indexed from, address indexed to, uint256 value)")
 
 class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 6 }))
+const OwnLive = Layer.scoped(Own, productionChain({ payers: 8 }))
 
 const App = Layer.unwrapScoped(
   Effect.map(Own, (own) =>
     TestApp(
       {
-        BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500", RATE_LIMIT_CLIENT_PER_WINDOW: "1000",
-        EXECUTION_TIMEOUT_MS: "5000", PAID_CALL_DEADLINE_MS: "8000"
+        LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "500",
+        RATE_LIMIT_CLIENT_PER_WINDOW: "1000", EXECUTION_TIMEOUT_MS: "5000", PAID_CALL_DEADLINE_MS: "8000"
       },
       { chain: chainOn(own, "devnet") }
     ))
@@ -76,8 +79,8 @@ layer(App)("a chain that misbehaves", (it) => {
       const { sql, baseUrl } = yield* TestEnv
       const { anvil } = tools(own)
       const echo = yield* fakeAgent("echo")
-      const agentId = yield* registerAgent(own.payers[4]!, echo.url, { tier: "premium" })
-      const payer = own.payers[5]!
+      const agentId = yield* registerAgent(own.payers[6]!, echo.url, { tier: "premium" })
+      const payer = own.payers[7]!
       const before = yield* Effect.promise(() => own.balanceOf(payer.address))
 
       yield* Effect.promise(() => anvil.setAutomine(false))
@@ -113,6 +116,7 @@ layer(App)("a chain that misbehaves", (it) => {
       const { sql } = yield* TestEnv
       const { anvil, reader } = tools(own)
       const payer = yield* owedRefund(own, 0, 1)
+      const logs = yield* recordingLogs
       const before = yield* Effect.promise(() => own.balanceOf(payer.address))
       const fromBlock = yield* Effect.promise(() => reader.getBlockNumber())
 
@@ -149,6 +153,10 @@ layer(App)("a chain that misbehaves", (it) => {
       expect(paid.map((log) => log.args.value)).toEqual([PRICE])
       const history = yield* sql<{ event: { type: string } }>`SELECT event FROM machine_transitions WHERE machine = 'treasury' AND actor_id = ${sent!.id} ORDER BY id`
       expect(history.map((h) => h.event.type)).toContain("REPLACED")
+      // Logged: the refund sent, its replacement (old and new hash), its confirmation (hash and amount).
+      expect(logs.find("treasury.sent", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ purpose: "refund", txHash: sent!.txHash, amountMicroUsdc: String(PRICE) })])
+      expect(logs.find("treasury.replaced", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ replacedHash: sent!.txHash, txHash: replaced.txHash })])
+      expect(logs.find("refund.confirmed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ txHash: replaced.txHash, amountMicroUsdc: String(PRICE) })])
       expect(yield* ledgerMatchesChain).toBe(0n)
       // The spike passes.
       yield* Effect.promise(() => anvil.setNextBlockBaseFeePerGas({ baseFeePerGas: signedFee / 4n }))
@@ -162,6 +170,7 @@ layer(App)("a chain that misbehaves", (it) => {
       const { sql } = yield* TestEnv
       const { anvil, reader } = tools(own)
       const payer = yield* owedRefund(own, 2, 3)
+      const logs = yield* recordingLogs
       const before = yield* Effect.promise(() => own.balanceOf(payer.address))
 
       yield* Effect.promise(() => anvil.setAutomine(false))
@@ -183,6 +192,51 @@ layer(App)("a chain that misbehaves", (it) => {
 
       const [row] = yield* sql<{ state: string; txHash: string; replacedHashes: ReadonlyArray<string> }>`SELECT state, tx_hash, replaced_hashes FROM treasury_txs WHERE id = ${sent!.id}`
       expect(row).toEqual({ state: "confirmed", txHash: sent!.txHash, replacedHashes: [] })
+      expect(logs.find("treasury.resent", { treasuryTxId: sent!.id, txHash: sent!.txHash }).length).toBeGreaterThanOrEqual(1)
+      expect(logs.find("refund.confirmed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ txHash: sent!.txHash, amountMicroUsdc: String(PRICE) })])
+      expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }), { timeout: 120_000 })
+
+  it.scoped("a refund whose nonce another transaction took is found dropped, logged with its hash, and sent again: paid once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql } = yield* TestEnv
+      const { anvil, reader } = tools(own)
+      const payer = yield* owedRefund(own, 4, 5)
+      const logs = yield* recordingLogs
+      const before = yield* Effect.promise(() => own.balanceOf(payer.address))
+
+      yield* Effect.promise(() => anvil.setAutomine(false))
+      yield* (yield* Refunds).sendDue
+      const [sent] = yield* sql<{ id: string; txHash: string; nonce: string }>`
+        SELECT id, tx_hash, nonce::text FROM treasury_txs WHERE purpose = 'refund' AND state IN ('signed', 'broadcast')`
+      // The refund leaves the pool and another transaction of the treasury's key (an operator's tool) takes its nonce.
+      yield* Effect.promise(() => anvil.dropTransaction({ hash: sent!.txHash as Hex }))
+      const wallet = createWalletClient({ account: privateKeyToAccount(own.treasuryKey), chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) })
+      yield* Effect.promise(() =>
+        wallet.sendTransaction({ to: own.treasury, value: 0n, nonce: Number(sent!.nonce), maxFeePerGas: parseGwei("100"), maxPriorityFeePerGas: parseGwei("2") }))
+      yield* Effect.promise(() => anvil.mine({ blocks: 1 }))
+      yield* Effect.promise(() => anvil.setAutomine(true))
+
+      // After its lease the worker finds the nonce used by other bytes: dropped; the refund is owed again and sent anew.
+      yield* TestClock.adjust(31_000)
+      const worker = yield* TreasuryWorker
+      yield* worker.processDue
+      yield* worker.processDue
+      expect(logs.find("treasury.dropped", { treasuryTxId: sent!.id })).toEqual([
+        expect.objectContaining({ level: "warn", purpose: "refund", txHash: sent!.txHash, nonce: sent!.nonce, cause: expect.stringContaining("nonce") })
+      ])
+      expect(logs.find("refund.failed", { treasuryTxId: sent!.id })).toEqual([expect.objectContaining({ cause: "transaction dropped", amountMicroUsdc: String(PRICE) })])
+      const [refund] = yield* sql<{ id: string; status: string; txHash: string; treasuryTxId: string }>`SELECT id, status, tx_hash, treasury_tx_id FROM refunds
+        WHERE id = (SELECT subject_id FROM treasury_txs WHERE id = ${sent!.id})`
+      expect(refund).toMatchObject({ status: "confirmed" })
+      expect(refund!.treasuryTxId).not.toBe(sent!.id)
+      expect(logs.find("refund.confirmed", { refundId: refund!.id })).toEqual([
+        expect.objectContaining({ treasuryTxId: refund!.treasuryTxId, txHash: refund!.txHash, amountMicroUsdc: String(PRICE) })
+      ])
+      expect(yield* Effect.promise(() => reader.getTransactionReceipt({ hash: refund!.txHash as Hex }).then((r) => r.status))).toBe("success")
       expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(before + PRICE)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }), { timeout: 120_000 })

@@ -10,6 +10,7 @@ import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, registerAgent } from "../support/scenario.js"
+import { ATTENTION_KINDS } from "../../src/domain/Attention.js"
 
 type Families = ReadonlyMap<string, PrometheusFamily>
 
@@ -87,9 +88,9 @@ const receiver = (status: number) =>
 const echo = (targetAgentId: string, text: string) => ({ targetAgentId, capabilityId: "echo", input: { text } })
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excludeTestServices: true })("metrics", (it) => {
-  it.scoped("a paid execution is counted under its route template, as a completed execution and as one settlement", () =>
+  it.scoped("a paid execution is counted under its route template, as a completed execution, as one settlement and as money paid", () =>
     Effect.gen(function* () {
-      const { baseUrl } = yield* TestEnv
+      const { baseUrl, sql } = yield* TestEnv
       const agentId = yield* registerAgent(devAccount(1), (yield* fakeAgent("echo")).url, { tier: "premium" })
       const before = yield* families
       const paid = yield* execute(devAccount(2), echo(agentId, "count me"))
@@ -107,12 +108,24 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excl
       const labelValues = [...after.values()].flatMap((f) => f.metrics.flatMap((m) => Object.values(m.labels ?? {})))
       expect(labelValues.filter((v) => v.includes(requestId) || v.includes("req_"))).toEqual([])
 
-      const executeRoute = { method: "POST", route: "/api/v1/execute" }
-      const latency = histogramOf(after, "marketplace_http_request_duration_seconds", executeRoute)
-      expectConsistent(latency)
-      const earlier = histogramOf(before, "marketplace_http_request_duration_seconds", executeRoute)
-      expect(latency.count - earlier.count).toBe(2)
-      expect(latency.sum).toBeGreaterThan(earlier.sum)
+      // The latency histogram is labelled by status class: the 402 answer and the paid 200 are separate series.
+      for (const status_class of ["2xx", "4xx"]) {
+        const executeRoute = { method: "POST", route: "/api/v1/execute", status_class }
+        const latency = histogramOf(after, "marketplace_http_request_duration_seconds", executeRoute)
+        expectConsistent(latency)
+        const earlier = histogramOf(before, "marketplace_http_request_duration_seconds", executeRoute)
+        expect(latency.count - earlier.count).toBe(1)
+        expect(latency.sum).toBeGreaterThan(earlier.sum)
+      }
+
+      // The money counters, in micro-USDC: the payment that settled, the platform's part of it; nothing refunded.
+      const [money] = yield* sql<{ price: string; platform: string }>`
+        SELECT price::text, (platform_fee + platform_cut)::text AS platform FROM executions WHERE id = ${requestId}`
+      expect(delta("marketplace_money_micro_usdc_total", { flow: "paid" })).toBe(Number(money!.price))
+      expect(delta("marketplace_money_micro_usdc_total", { flow: "platform_fee" })).toBe(Number(money!.platform))
+      expect(delta("marketplace_money_micro_usdc_total", { flow: "refunded" })).toBe(0)
+      expect(delta("marketplace_money_micro_usdc_total", { flow: "paid_out" })).toBe(0)
+      expect(after.get("marketplace_money_micro_usdc_total")?.type).toBe("COUNTER")
 
       expect(delta("marketplace_executions_total", { status: "completed" })).toBe(1)
       expect(delta("marketplace_executions_total", { status: "failed" })).toBe(0)
@@ -166,6 +179,67 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excl
       expect(valueOf(opened, "marketplace_circuits", { state: "open" })).toBe(1)
       expect(valueOf(opened, "marketplace_circuits", { state: "half-open" })).toBe(0)
       yield* sql`UPDATE agents SET circuit_state = 'closed' WHERE id = ${agentId}`
+    }))
+
+  it.scoped("console routes are labelled by template (an unlisted console path as /ops/*), never as unmatched", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const before = yield* families
+      yield* Effect.promise(async () => {
+        for (const path of ["/ops", "/ops/machines/execution", "/ops/machines/execution/req_123", "/ops/not-a-page/at/all"]) {
+          await fetch(`${baseUrl}${path}`, { redirect: "manual" }).then((r) => r.text())
+        }
+      })
+      const after = yield* families
+      const count = (fams: Families, route: string) =>
+        (fams.get("marketplace_http_requests_total")?.metrics ?? []).filter((m) => m.labels?.["route"] === route).reduce((n, m) => n + Number(m.value), 0)
+      for (const route of ["/ops", "/ops/machines/:kind", "/ops/machines/:kind/:id", "/ops/*"]) {
+        expect(count(after, route) - count(before, route), route).toBe(1)
+      }
+      expect(count(after, "unmatched")).toBe(count(before, "unmatched"))
+    }))
+
+  it.scoped("the needs-attention gauges count each kind of trouble from the database, and the treasury drift is a gauge", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const kinds = [...ATTENTION_KINDS]
+      const calm = yield* families
+      expect(calm.get("marketplace_attention")?.type).toBe("GAUGE")
+      for (const kind of kinds) expect(calm.get("marketplace_attention")?.metrics.some((m) => m.labels?.["kind"] === kind), kind).toBe(true)
+      const base = (kind: string) => valueOf(calm, "marketplace_attention", { kind })
+
+      const owner = devAccount(5)
+      const agentId = yield* registerAgent(owner, (yield* fakeAgent("echo")).url, { tier: "premium" })
+      const paid = yield* execute(devAccount(6), echo(agentId, "trouble"))
+      expect(paid.status).toBe(200)
+      const requestId: string = paid.body.data.requestId
+      // Trouble made by hand: each statement stands for what a failing worker, chain or receiver would leave.
+      yield* sql`UPDATE payments SET status = 'retrying' WHERE subject_id = ${requestId}`
+      // Running, started long before its deadline (agent timeout + grace): what a hanging agent or a dead caller leaves.
+      const [was] = yield* sql<{ state: string; machineSnapshot: unknown }>`SELECT state, machine_snapshot FROM executions WHERE id = ${requestId}`
+      yield* sql`UPDATE executions SET state = 'running',
+                 machine_snapshot = jsonb_set(machine_snapshot, '{context,startedAt}', '0'::jsonb) WHERE id = ${requestId}`
+      yield* sql`UPDATE agents SET circuit_state = 'open' WHERE id = ${agentId}`
+      yield* sql`INSERT INTO treasury_reconciliations (block_number, chain_balance, ledger_balance, drift, kind, confirmed)
+                 VALUES (1, 1000005, 1000000, 5, 'check', true)`
+      const troubled = yield* families
+      expect(valueOf(troubled, "marketplace_attention", { kind: "settlement_retrying" }) - base("settlement_retrying")).toBe(1)
+      expect(valueOf(troubled, "marketplace_attention", { kind: "execution_overdue" }) - base("execution_overdue")).toBe(1)
+      expect(valueOf(troubled, "marketplace_attention", { kind: "circuit_open" }) - base("circuit_open")).toBe(1)
+      expect(valueOf(troubled, "marketplace_attention", { kind: "reconciliation_drift" })).toBe(1)
+      expect(valueOf(troubled, "marketplace_treasury_drift_micro_usdc")).toBe(5)
+
+      yield* sql`UPDATE payments SET status = 'settled' WHERE subject_id = ${requestId}`
+      yield* sql`UPDATE executions SET state = ${was!.state}, machine_snapshot = ${JSON.stringify(was!.machineSnapshot)}::jsonb WHERE id = ${requestId}`
+      yield* sql`UPDATE agents SET circuit_state = 'closed' WHERE id = ${agentId}`
+      yield* sql`INSERT INTO treasury_reconciliations (block_number, chain_balance, ledger_balance, drift, kind, confirmed)
+                 VALUES (2, 1000000, 1000000, 0, 'check', false)`
+      const calmAgain = yield* families
+      for (const kind of ["settlement_retrying", "execution_overdue", "circuit_open"]) {
+        expect(valueOf(calmAgain, "marketplace_attention", { kind }), kind).toBe(base(kind))
+      }
+      expect(valueOf(calmAgain, "marketplace_attention", { kind: "reconciliation_drift" })).toBe(0)
+      expect(valueOf(calmAgain, "marketplace_treasury_drift_micro_usdc")).toBe(0)
     }))
 
   it.scoped("on devnet without METRICS_TOKEN the scrape is open and answers Prometheus text", () =>

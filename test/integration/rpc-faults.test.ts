@@ -13,6 +13,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { call } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { recordingLogs } from "../support/logs.js"
 import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
 import { type RpcProxy, rpcProxy } from "../support/rpcProxy.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
@@ -27,7 +28,7 @@ const ProxyLive = Layer.scoped(Proxy, Effect.flatMap(Own, (own) => rpcProxy(own.
 const App = Layer.unwrapScoped(
   Effect.map(Effect.all([Own, Proxy]), ([own, proxy]) =>
     TestApp(
-      { BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "3000", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
+      { LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "3000", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
       { chain: chainOn(own, "rpc", proxy.url) }
     ))
 ).pipe(Layer.provideMerge(ProxyLive))
@@ -147,6 +148,7 @@ layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
       proxy.setMode({ _tag: "pass" })
 
       // Past the verification: the settlement's send hangs on every try; the call answers, its output held.
+      const logs = yield* recordingLogs
       proxy.burst({ _tag: "hang" }, 3, ["eth_sendRawTransaction"])
       const held = yield* timed(execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "hanging send" } }))
       expect(held.ms).toBeLessThan(20_000)
@@ -155,6 +157,12 @@ layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
       expect(held.body.data.output).toBeUndefined()
 
       yield* recoverAll
+      // The held settlement's trouble and its retry are logged with its payment id.
+      const { sql } = yield* TestEnv
+      const [payment] = yield* sql<{ id: string }>`SELECT payment_id AS id FROM executions WHERE id = ${held.body.data.requestId}`
+      expect(logs.find("settlement.retrying", { paymentId: payment!.id })).toEqual([expect.objectContaining({ level: "warn", cause: expect.stringMatching(/./) })])
+      expect(logs.find("settlement.retry", { paymentId: payment!.id, trigger: "RETRY_DUE" }).length).toBeGreaterThan(0)
+      expect(logs.find("treasury.broadcast_failed").length).toBeGreaterThan(0)
       const { onChain, settled } = yield* paidExactly(own, payer, before)
       expect(onChain).toBe(settled)
       expect(onChain).toBe((paid.status === 200 || paid.status === 202 ? 2n : 1n) * PRICE)

@@ -10,6 +10,7 @@ import { encodeAbiParameters, keccak256, pad, toHex } from "viem"
 import { inject } from "vitest"
 import { call, devAccount, publicClient, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
+import { recordingLogs } from "../support/logs.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { signPayout } from "../support/payouts.js"
 import { balanceOf, echoCapability, execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
@@ -44,7 +45,7 @@ const withdraw = (owner: ReturnType<typeof devAccount>, agentId: string, body: R
 
 const get = (path: string) => Effect.flatMap(TestEnv, ({ baseUrl }) => Effect.promise(() => call(`${baseUrl}${path}`)))
 
-layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" }))("withdrawals", (it) => {
+layer(TestApp({ LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" }))("withdrawals", (it) => {
   it.scoped("a payout that reverts (the treasury short of USDC) fails the withdrawal and gives the whole amount back to available", () =>
     Effect.gen(function* () {
       yield* realNow
@@ -65,8 +66,14 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
       expect(accepted.status).toBe(202)
       const id: string = accepted.body.data.withdrawalId
       const worker = yield* TreasuryWorker
+      const logs = yield* recordingLogs
       yield* worker.processDue
       yield* setBalance(held)
+      // Logged: the payout sent (amount), its revert, the withdrawal failed, each with its ids.
+      const [sent] = logs.find("treasury.sent", { withdrawalId: id })
+      expect(sent).toMatchObject({ purpose: "withdrawal", agentId, amountMicroUsdc: "1100000" })
+      expect(logs.find("treasury.reverted", { treasuryTxId: sent!["treasuryTxId"] })).toHaveLength(1)
+      expect(logs.find("withdrawal.failed", { withdrawalId: id })).toEqual([expect.objectContaining({ level: "error", cause: expect.stringContaining("reverted") })])
 
       const failed = (yield* get(`/api/v1/payments/withdrawal/${id}`)).body.data
       expect(failed).toMatchObject({ id, status: "failed", tx_hash: null })
@@ -96,8 +103,12 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
       expect(Number((yield* balanceOf(agentId)).body.data.available)).toBeCloseTo(Number(available) - 1.5, 6)
 
       const worker = yield* TreasuryWorker
+      const logs = yield* recordingLogs
       yield* worker.processDue
       const done = (yield* get(`/api/v1/payments/withdrawal/${id}`)).body.data
+      expect(logs.find("withdrawal.paid_out", { withdrawalId: id })).toEqual([
+        expect.objectContaining({ level: "info", agentId, to: destination, amountMicroUsdc: "1400000", txHash: done.tx_hash })
+      ])
       expect(done).toMatchObject({ id, agent_id: agentId, status: "completed", amount: "1.500000", net_amount: "1.400000", destination_wallet: destination })
       expect(done.tx_hash).toMatch(/^0x[0-9a-f]{64}$/)
       expect(done.completed_at).not.toBeNull()

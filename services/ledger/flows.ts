@@ -1,0 +1,27 @@
+// What a ledger transfer means for the money counters of /metrics: each movement classified by the accounts it joins.
+import { moneyMoved } from "../../layers/observability/Metrics.js"
+import { Accounts, type Movement } from "./Ledger.js"
+
+export type MoneyFlow = "paid" | "platform_fee" | "platform_fee_returned" | "refunded" | "paid_out"
+
+/** The flows of one movement (a registration fee is both paid and a platform fee). */
+export const flowsOf = (m: Movement): ReadonlyArray<MoneyFlow> => {
+  const flows: Array<MoneyFlow> = []
+  // Into the treasury from a payer (a settled payment or registration fee); the opening balance is not a payment.
+  if (m.debit === Accounts.treasury && m.credit !== "treasury_opening") flows.push("paid")
+  if (m.credit === Accounts.platformRevenue) flows.push("platform_fee")
+  if (m.debit === Accounts.platformRevenue) flows.push("platform_fee_returned")
+  if (m.credit === Accounts.treasury && m.debit === Accounts.refundsPayable) flows.push("refunded")
+  if (m.credit === Accounts.treasury && m.debit === Accounts.withdrawalsPayable) flows.push("paid_out")
+  return flows
+}
+
+/**
+ * Counts a transfer when its statements are built, inside the transaction that books it: a transaction rolled back
+ * afterwards leaves its count (rare; the ledger is the truth, the counters are for rates and alerts).
+ */
+export const countFlows = (movements: ReadonlyArray<Movement>) => {
+  for (const m of movements) {
+    for (const flow of flowsOf(m)) moneyMoved.inc({ flow }, Number(m.amount))
+  }
+}
