@@ -70,6 +70,8 @@ export type RejectionReason =
   | "invalid_exact_evm_payload_authorization_valid_before"
   | "invalid_exact_evm_payload_signature"
   | "payment_already_used"
+  /** The payer's own spending limits refuse it (services/limits): details.limit names which. */
+  | "spending_limit_exceeded"
   | "insufficient_funds"
   | "settlement_failed"
   | "unexpected_verify_error"
