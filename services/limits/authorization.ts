@@ -5,7 +5,6 @@
 import { Clock, Effect } from "effect"
 import { getAddress, isHex, recoverTypedDataAddress } from "viem"
 import { Unauthorized } from "../../src/domain/Errors.js"
-import type { SetLimitsRequest } from "../../src/domain/Limits.js"
 import { SIGNATURE_MAX_AGE_MS, SIGNATURE_MAX_FUTURE_MS } from "../agents/WalletAuth.js"
 import type { PayoutDomain } from "../withdrawals/PayoutAuthorization.js"
 
@@ -23,8 +22,16 @@ export const limitsTypes = {
   ]
 } as const
 
+/** The limits as signed: micro-USDC amounts and the allow-list exactly as sent. */
+export interface SignedLimits {
+  readonly perCallMax?: bigint
+  readonly perDayMax?: bigint
+  readonly perAgentPerDayMax?: bigint
+  readonly allowedAgents?: ReadonlyArray<string>
+}
+
 /** The message signed for an action: absent limits are 0 and an absent allow-list is [] (reads and deletes: all so). */
-export const limitsMessage = (action: LimitsAction, payer: string, body: SetLimitsRequest | undefined, signedAt: number) => ({
+export const limitsMessage = (action: LimitsAction, payer: string, body: SignedLimits | undefined, signedAt: number) => ({
   action,
   payer: getAddress(payer),
   perCallMax: body?.perCallMax ?? 0n,
@@ -40,7 +47,7 @@ export interface PayerHeaders {
 }
 
 /** Proves the caller holds `payer`'s key and signed this very action within the last 5 minutes; the signed timestamp out. */
-export const verifyPayerSignature = (domain: PayoutDomain, action: LimitsAction, payer: string, body: SetLimitsRequest | undefined, headers: PayerHeaders) =>
+export const verifyPayerSignature = (domain: PayoutDomain, action: LimitsAction, payer: string, body: SignedLimits | undefined, headers: PayerHeaders) =>
   Effect.gen(function* () {
     const signature = headers["x-payer-signature"]?.trim()
     const signedAtText = headers["x-payer-signed-at"]?.trim()
