@@ -91,3 +91,25 @@ BEGIN
   RETURN true;
 END
 $$;
+
+-- Gives a refunded amount back to the day (and agent) its payment was counted in, once per source (the refund's
+-- execution or chain), never more than was counted, never below zero; nothing for a payment that was not counted.
+CREATE FUNCTION restore_spending(p_payment text, p_source text, p_amount bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  ls limit_spends%ROWTYPE;
+  back bigint;
+BEGIN
+  SELECT * INTO ls FROM limit_spends WHERE payment_id = p_payment;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  back := LEAST(p_amount, ls.amount);
+  INSERT INTO limit_restorations (payment_id, source, amount) VALUES (p_payment, p_source, back) ON CONFLICT DO NOTHING;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  UPDATE payer_spending SET spent = GREATEST(0, spent - back)
+  WHERE payer = ls.payer AND day = ls.day AND agent_id IN ('', ls.agent_id);
+END
+$$;

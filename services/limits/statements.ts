@@ -34,17 +34,11 @@ export const spendStatement = (sql: SqlClient.SqlClient, s: Spend) => {
 
 /**
  * Gives a refunded amount back to the day (and agent) its payment was counted in, once per `source` (the refund's
- * execution or chain), never more than was counted and never below zero. A no-op for payers without limits.
+ * execution or chain), never more than was counted and never below zero; a no-op for payers without limits. A SELECT:
+ * put it LAST in a batch (a CTE that only reads is not run).
  */
 export const restoreStatement = (sql: SqlClient.SqlClient, r: { readonly paymentId: string; readonly source: string; readonly amount: bigint }) =>
-  sql`WITH back AS (
-      INSERT INTO limit_restorations (payment_id, source, amount)
-      SELECT ls.payment_id, ${r.source}, LEAST(${r.amount.toString()}::bigint, ls.amount) FROM limit_spends ls WHERE ls.payment_id = ${r.paymentId}
-      ON CONFLICT (payment_id, source) DO NOTHING
-      RETURNING payment_id, amount)
-    UPDATE payer_spending s SET spent = GREATEST(0, s.spent - back.amount)
-    FROM back JOIN limit_spends ls ON ls.payment_id = back.payment_id
-    WHERE s.payer = ls.payer AND s.day = ls.day AND s.agent_id IN ('', ls.agent_id)`
+  sql`SELECT restore_spending(${r.paymentId}, ${r.source}, ${r.amount.toString()}::bigint)`
 
 const micros = (value: unknown) => (typeof value === "string" && /^\d+$/.test(value) ? formatUsdc(BigInt(value)) : value)
 

@@ -1,49 +1,14 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import type { PrivateKeyAccount } from "viem/accounts"
-import { type LimitsAction, limitsMessage, limitsTypes, type SignedLimits } from "../../services/limits/authorization.js"
-import { SpendingLimits } from "../../services/limits/SpendingLimits.js"
 import { Accounts, Ledger } from "../../services/ledger/Ledger.js"
 import { call, devAccount, strangerAccount, TREASURY, usdcBalance } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { limitsUrl, setLimits, signLimits as sign, usdc, wire } from "../support/limits.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 /** An echo call: 0.01 to the agent plus the 0.001 platform fee. */
 const PRICE = 11_000n
-
-/** What a body means in the signed message (micro-USDC; the wire sends decimal strings). */
-type Limits = SignedLimits
-const usdc = (micros: bigint) => (Number(micros) / 1e6).toFixed(6)
-const wire = (l: Limits) => ({
-  ...(l.perCallMax === undefined ? {} : { perCallMax: usdc(l.perCallMax) }),
-  ...(l.perDayMax === undefined ? {} : { perDayMax: usdc(l.perDayMax) }),
-  ...(l.perAgentPerDayMax === undefined ? {} : { perAgentPerDayMax: usdc(l.perAgentPerDayMax) }),
-  ...(l.allowedAgents === undefined ? {} : { allowedAgents: l.allowedAgents })
-})
-
-/** The X-Payer-* headers: `signer` signs `action` over `limits` for `payer`'s path. */
-const sign = (signer: PrivateKeyAccount, action: LimitsAction, payer: string, limits: Limits | undefined, signedAt = Date.now()) =>
-  Effect.gen(function* () {
-    const { domain } = yield* SpendingLimits
-    const signature = yield* Effect.promise(() =>
-      signer.signTypedData({
-        domain,
-        types: limitsTypes,
-        primaryType: "SpendingLimits",
-        message: limitsMessage(action, payer, limits, signedAt)
-      }))
-    return { "x-payer-signature": signature, "x-payer-signed-at": String(signedAt) }
-  })
-
-const limitsUrl = (wallet: string) => Effect.map(TestEnv, ({ baseUrl }) => `${baseUrl}/api/v1/payers/${wallet}/limits`)
-
-const setLimits = (payer: PrivateKeyAccount, limits: Limits, signedAt = Date.now()) =>
-  Effect.gen(function* () {
-    const headers = yield* sign(payer, "set", payer.address, limits, signedAt)
-    const url = yield* limitsUrl(payer.address)
-    return yield* Effect.promise(() => call(url, { method: "PUT", json: wire(limits), headers }))
-  })
 
 const echo = (agentId: string, text: string) => ({ targetAgentId: agentId, capabilityId: "echo", input: { text } })
 
