@@ -33,7 +33,8 @@ export interface SignedLimits {
 /** The message signed for an action: absent limits are 0 and an absent allow-list is [] (reads and deletes: all so). */
 export const limitsMessage = (action: LimitsAction, payer: string, body: SignedLimits | undefined, signedAt: number) => ({
   action,
-  payer: getAddress(payer),
+  // Lowercased first: a path address with a wrong mixed-case checksum is still this wallet, never a 500.
+  payer: getAddress(payer.toLowerCase()),
   perCallMax: body?.perCallMax ?? 0n,
   perDayMax: body?.perDayMax ?? 0n,
   perAgentPerDayMax: body?.perAgentPerDayMax ?? 0n,

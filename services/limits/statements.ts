@@ -40,6 +40,15 @@ export const spendStatement = (sql: SqlClient.SqlClient, s: Spend) => {
 export const restoreStatement = (sql: SqlClient.SqlClient, r: { readonly paymentId: string; readonly source: string; readonly amount: bigint }) =>
   sql`SELECT restore_spending(${r.paymentId}, ${r.source}, ${r.amount.toString()}::bigint)`
 
+const parseDetail = (detail: string): Record<string, unknown> => {
+  try {
+    const value: unknown = JSON.parse(detail)
+    return typeof value === "object" && value !== null ? Object.fromEntries(Object.entries(value)) : {}
+  } catch {
+    return {}
+  }
+}
+
 const micros = (value: unknown) => (typeof value === "string" && /^\d+$/.test(value) ? formatUsdc(BigInt(value)) : value)
 
 /** The refusal an SL402 carries, as the payment rejection the 402 answers with (details name the limit); else undefined. */
@@ -47,7 +56,7 @@ export const limitRefusal = (error: unknown): PaymentRejected | undefined => {
   const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
   if (typeof cause !== "object" || cause === null || !("code" in cause) || cause.code !== LIMIT_REFUSED) return undefined
   const detail = "detail" in cause && typeof cause.detail === "string" ? cause.detail : "{}"
-  const parsed = JSON.parse(detail) as Record<string, unknown>
+  const parsed = parseDetail(detail)
   const details = Object.fromEntries(
     Object.entries(parsed).filter(([, v]) => v !== null).map(([k, v]) => [k, k === "max" || k === "spent" || k === "amount" ? micros(v) : v])
   )

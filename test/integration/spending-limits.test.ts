@@ -52,8 +52,18 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "1000", RATE_LIMIT_AGENT_PER_WINDO
       // A read signature is no authority to change anything.
       const asChange = yield* Effect.promise(() => call(url, { method: "DELETE", headers: readHeaders }))
       expect(asChange.body.error?.code).toBe("PAYER_SIGNATURE_INVALID")
-      const bad = yield* Effect.promise(() => call(url, { method: "PUT", json: {}, headers: readHeaders }))
-      expect(bad.status).toBe(400)
+      // Bad input is a 400 in the envelope, never a 500.
+      for (const body of [{}, { perCallMax: "0" }, { perCallMax: "-1" }, { perDayMax: "abc" }, { allowedAgents: [] }, { allowedAgents: ["not-a-uuid"] }]) {
+        const bad = yield* Effect.promise(() => call(url, { method: "PUT", json: body, headers: readHeaders }))
+        expect(bad.status, JSON.stringify(body)).toBe(400)
+        expect(bad.body.error?.code).toBe("VALIDATION_ERROR")
+      }
+      const badPath = yield* Effect.flatMap(TestEnv, ({ baseUrl }) => Effect.promise(() => call(`${baseUrl}/api/v1/payers/nope/limits`, { headers: readHeaders })))
+      expect(badPath.status).toBe(400)
+      // A wrong checksum in the path is the same wallet (addresses are compared without case).
+      const mixed = `0x${payer.address.slice(2).split("").map((c, i) => (i % 2 === 0 ? c.toUpperCase() : c.toLowerCase())).join("")}`
+      const mixedRead = yield* Effect.flatMap(limitsUrl(mixed), (u) => Effect.promise(() => call(u, { headers: readHeaders })))
+      expect(mixedRead.status).toBe(200)
 
       const removed = yield* sign(payer, "delete", payer.address, undefined, signedAt + 1)
       const del = yield* Effect.promise(() => call(url, { method: "DELETE", headers: removed }))
