@@ -8,12 +8,13 @@ import { isPaymentRequiredV2 } from "@x402/core/schemas"
 import { toClientEvmSigner } from "@x402/evm"
 import { ExactEvmScheme } from "@x402/evm/exact/client"
 import { Effect, TestClock } from "effect"
-import { getAddress } from "viem"
+import { getAddress, type Hex, parseSignature } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { inject } from "vitest"
+import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { MachineHost } from "../../machines/Host.js"
 import { fakeAgent } from "../support/agents.js"
-import { call, devAccount, paidCall, usdcBalance, walletAuth } from "../support/clients.js"
+import { call, devAccount, paidCall, signPayment, usdcBalance, walletAuth, walletFor } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { setLimits } from "../support/limits.js"
 import { echoCapability, execute, registerAgent } from "../support/scenario.js"
@@ -131,5 +132,72 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
       expect(yield* spentTotal(payer)).toBe(0n)
       const { sql } = yield* TestEnv
       expect(yield* sql`SELECT source, amount::text AS amount FROM limit_restorations`).toEqual([{ source: expect.stringMatching(/^execution:req_/), amount: "11000" }])
+    }))
+})
+
+/** The payer whose funds leave between our verification and our settlement, and where they go (and come back from). */
+const DRAINED = devAccount(4)
+const SINK = devAccount(9)
+
+/** Moves all of DRAINED's USDC to SINK with DRAINED's own EIP-3009 authorization, submitted by SINK (who has gas). */
+const drain = async () => {
+  const value = await usdcBalance(DRAINED.address)
+  const { header } = await signPayment({ account: DRAINED, value, to: SINK.address })
+  const { payload } = JSON.parse(Buffer.from(header, "base64").toString("utf8")) as {
+    payload: { signature: Hex; authorization: { validAfter: string; validBefore: string; nonce: Hex } }
+  }
+  const { r, s, v } = parseSignature(payload.signature)
+  const wallet = walletFor(SINK)
+  const a = payload.authorization
+  const hash = await wallet.writeContract({
+    address: getAddress(inject("usdcAddress")),
+    abi: usdcAbi,
+    functionName: "transferWithAuthorization",
+    args: [DRAINED.address, SINK.address, value, BigInt(a.validAfter), BigInt(a.validBefore), a.nonce, Number(v), r, s]
+  })
+  await wallet.waitForTransactionReceipt({ hash })
+  return value
+}
+
+const giveBack = async (value: bigint) => {
+  const wallet = walletFor(SINK)
+  const hash = await wallet.writeContract({ address: getAddress(inject("usdcAddress")), abi: usdcAbi, functionName: "transfer", args: [DRAINED.address, value] })
+  await wallet.waitForTransactionReceipt({ hash })
+}
+
+const drained: { value: bigint } = { value: 0n }
+
+layer(
+  TestApp({}, {
+    faults: {
+      beforeSettle: (p) =>
+        p.payer.toLowerCase() === DRAINED.address.toLowerCase() && drained.value === 0n
+          ? Effect.promise(async () => {
+            drained.value = await drain()
+          })
+          : Effect.void
+    }
+  }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("spending limits when a settlement fails", (it) => {
+  it.scoped("a payment whose settlement fails for good (the payer's funds left) no longer counts", () =>
+    Effect.gen(function* () {
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium" })
+      expect((yield* setLimits(DRAINED, { perDayMax: 10n * PRICE })).status).toBe(200)
+      yield* Effect.addFinalizer(() => Effect.promise(() => (drained.value > 0n ? giveBack(drained.value) : Promise.resolve())))
+      yield* execute(DRAINED, echo(agentId, "unpaid"))
+      expect(drained.value).toBeGreaterThan(0n)
+      const { sql } = yield* TestEnv
+      // The settlement's final failure is recorded (by the request, or by the recovery worker: polled, bounded).
+      let failed = false
+      for (let i = 0; i < 400 && !failed; i++) {
+        const rows = yield* sql<{ status: string }>`SELECT status FROM payments WHERE lower(payer) = ${DRAINED.address.toLowerCase()}`
+        failed = rows[0]?.status === "failed"
+        if (!failed) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
+      }
+      expect(failed).toBe(true)
+      expect(yield* spentTotal(DRAINED)).toBe(0n)
+      expect(yield* sql`SELECT source, amount::text AS amount FROM limit_restorations`).toEqual([{ source: "settlement_failed", amount: String(PRICE) }])
     }))
 })
