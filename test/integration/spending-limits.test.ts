@@ -122,6 +122,26 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "1000", RATE_LIMIT_AGENT_PER_WINDO
       expect(a.calls).toHaveLength(1)
     }))
 
+  it.scoped("a per-agent daily limit refuses the next call to that agent, not to another", () =>
+    Effect.gen(function* () {
+      const a = yield* fakeAgent("echo")
+      const b = yield* fakeAgent("echo")
+      const first = yield* registerAgent(devAccount(9), a.url, { tier: "premium" })
+      const second = yield* registerAgent(devAccount(6), b.url, { tier: "premium" })
+      const payer = devAccount(5)
+      expect((yield* setLimits(payer, { perAgentPerDayMax: PRICE, perDayMax: 10n * PRICE })).status).toBe(200)
+      expect((yield* execute(payer, echo(first, "one"))).status).toBe(200)
+      const again = yield* execute(payer, echo(first, "two"))
+      expect(again.status).toBe(402)
+      expect(again.body.error?.details).toMatchObject({ reason: "spending_limit_exceeded", limit: "perAgentPerDayMax", agentId: first, max: "0.011000", spent: "0.011000" })
+      expect(a.calls).toHaveLength(1)
+      expect((yield* execute(payer, echo(second, "three"))).status).toBe(200)
+      // The refused call left the day's total as it was: two calls counted.
+      const read = yield* sign(payer, "read", payer.address, undefined)
+      const view = yield* Effect.flatMap(limitsUrl(payer.address), (url) => Effect.promise(() => call(url, { headers: read })))
+      expect(view.body.data).toMatchObject({ spentToday: usdc(2n * PRICE), spentTodayByAgent: { [first]: usdc(PRICE), [second]: usdc(PRICE) } })
+    }))
+
   it.scoped("50 concurrent calls against a daily limit of 7 calls: exactly 7 pass, 43 get 402, ledger = chain", () =>
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
