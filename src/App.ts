@@ -16,6 +16,7 @@ import { AgentRegistration } from "../services/agents/Registration.js"
 import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Chains } from "../services/chains/Chains.js"
+import { SpendingLimits } from "../services/limits/SpendingLimits.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
@@ -131,6 +132,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         History.Default,
         Executions.Default,
         Chains.Default,
+        SpendingLimits.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,

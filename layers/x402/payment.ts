@@ -74,6 +74,8 @@ export type RejectionReason =
   /** Deploying a counterfactual account through its factory failed before settlement (x402's name). */
   | "smart_wallet_deployment_failed"
   | "payment_already_used"
+  /** The payer's own spending limits refuse it (services/limits): details.limit names which. */
+  | "spending_limit_exceeded"
   | "insufficient_funds"
   | "settlement_failed"
   | "unexpected_verify_error"

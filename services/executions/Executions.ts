@@ -21,6 +21,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { Payments } from "../payments/Payments.js"
+import { limitRefusal, spendStatement } from "../limits/statements.js"
 import { Paywall } from "../payments/Paywall.js"
 import { type LimitsSeen, RateLimits } from "./RateLimits.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
@@ -200,7 +201,10 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const chainRows = Option.isNone(chain)
           ? []
           : yield* roots.statements(chain.value, { requestId, paymentId, payer: verified.payer, agentId: agent.id, now })
+        // The payer's spending limits count this payment (or refuse it, aborting the whole statement: nothing reserved)
+        // in the same statement: atomic under concurrency, no extra round trip (services/limits).
         const created = yield* batch(sql, [
+          spendStatement(sql, { paymentId, payer: verified.payer, agentId: agent.id, amount: verified.amount, now }),
           ...reservation.statements,
           ...chainRows,
           ...rows.statements,
@@ -216,11 +220,14 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           })
         ]).pipe(
           Effect.as({ paymentId }),
-          Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> =>
-            isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
+          Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> => {
+            const overLimit = limitRefusal(error)
+            if (overLimit !== undefined) return Effect.fail(overLimit)
+            return isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
               ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
                 Option.isSome(existing) ? repeat(existing.value, requestHash, payment) : Effect.die(error))
-              : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))),
+              : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))
+          }),
           Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
         )
         if ("_tag" in created) return created

@@ -6,6 +6,7 @@ import type { MachineSpec } from "../../machines/runner.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { AgentActivation } from "../agents/Activation.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { restoreStatement } from "../limits/statements.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { paymentSnapshot, type PaymentRow, PaymentsRepo } from "./Repo.js"
 
@@ -44,7 +45,11 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
         onFailed: ({ reason }, { row, event, deliver }) =>
           row.purpose === "registration"
             ? activation.failed(row)
-            : Effect.asVoid(deliver("execution", row.subjectId, { type: "PAYMENT_FAILED", at: event.at, reason })),
+            // Never charged: the payment no longer counts against the payer's spending limits.
+            : Effect.zipRight(
+              restoreStatement(sql, { paymentId: row.id, source: "settlement_failed", amount: row.amount }),
+              Effect.asVoid(deliver("execution", row.subjectId, { type: "PAYMENT_FAILED", at: event.at, reason }))
+            ),
         // The due time is saved with the snapshot (next_attempt_at): the recovery worker is this machine's timer.
         scheduleRetry: () => Effect.void
       },

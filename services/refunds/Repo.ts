@@ -3,14 +3,19 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
+import { restoreStatement } from "../limits/statements.js"
+import { batch } from "../sql/Batch.js"
 
 export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    /** Queues a refund (one per execution); the refund worker sends it through the treasury writer. */
+    /**
+     * Queues a refund (one per execution); the refund worker sends it through the treasury writer. The refunded amount
+     * no longer counts against the payer's spending limits (given back in the same statement, once per execution).
+     */
     const create = (input: { readonly executionId: string; readonly paymentId: string; readonly to: string; readonly amount: bigint }) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        sql`INSERT INTO refunds ${sql.insert({
+        batch(sql, [sql`INSERT INTO refunds ${sql.insert({
           id: newId("rfd"),
           executionId: input.executionId,
           paymentId: input.paymentId,
@@ -18,11 +23,13 @@ export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsR
           amount: input.amount.toString(),
           status: "pending",
           nextAttemptAt: new Date(now)
-        })} ON CONFLICT (execution_id) DO NOTHING`).pipe(Effect.asVoid)
-    /** Queues the refund of a chain's unspent budget (one per chain, whoever asks twice). */
+        })} ON CONFLICT (execution_id) DO NOTHING`,
+          restoreStatement(sql, { paymentId: input.paymentId, source: `execution:${input.executionId}`, amount: input.amount })
+        ])).pipe(Effect.asVoid)
+    /** Queues the refund of a chain's unspent budget (one per chain, whoever asks twice); given back to the limits too. */
     const createForChain = (input: { readonly chainId: string; readonly paymentId: string; readonly to: string; readonly amount: bigint }) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        sql`INSERT INTO refunds ${sql.insert({
+        batch(sql, [sql`INSERT INTO refunds ${sql.insert({
           id: newId("rfd"),
           chainId: input.chainId,
           paymentId: input.paymentId,
@@ -30,7 +37,9 @@ export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsR
           amount: input.amount.toString(),
           status: "pending",
           nextAttemptAt: new Date(now)
-        })} ON CONFLICT (chain_id) DO NOTHING`).pipe(Effect.asVoid)
+        })} ON CONFLICT (chain_id) DO NOTHING`,
+          restoreStatement(sql, { paymentId: input.paymentId, source: `chain:${input.chainId}`, amount: input.amount })
+        ])).pipe(Effect.asVoid)
     return { create, createForChain } as const
   })
 }) {}

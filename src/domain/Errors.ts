@@ -17,15 +17,17 @@ export const ErrorCodes = {
   AUTH_EXPIRED: { status: 401, meaning: "The signed timestamp is more than 5 minutes old (a withdrawal authorization: its deadline has passed)." },
   AUTH_FUTURE_TIMESTAMP: { status: 401, meaning: "The signed timestamp lies more than 30 seconds in the future." },
   AUTH_INVALID_SIGNATURE: { status: 401, meaning: "The signature does not recover to the wallet in X-Agent-Wallet (a withdrawal authorization: to the agent's registered wallet, for exactly the agent, amount, destination, nonce and deadline sent)." },
-  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used for a change: every state-changing request needs its own signed timestamp (reads reuse one for its 5 minutes; a withdrawal authorization: its own nonce)." },
+  AUTH_SIGNATURE_REUSED: { status: 401, meaning: "The signature was already used for a change: every state-changing request needs its own signed timestamp (reads reuse one for its 5 minutes; a withdrawal authorization: its own nonce; a payer's limits: a timestamp later than the last change's)." },
   WALLET_PROOF_INVALID: { status: 401, meaning: "A registration's walletProof is malformed or is not the agent wallet's EIP-712 signature over this registration body (docs/clients.md); nothing was charged." },
   WALLET_PROOF_EXPIRED: { status: 401, meaning: "A registration's walletProof.issuedAt is more than 5 minutes old or more than 30 seconds ahead; sign again. Nothing was charged." },
+  PAYER_AUTH_REQUIRED: { status: 401, meaning: "Payer spending limits need X-Payer-Signature and X-Payer-Signed-At: the payer wallet's EIP-712 signature (docs/clients.md, Spending limits)." },
+  PAYER_SIGNATURE_INVALID: { status: 401, meaning: "X-Payer-Signature is malformed or does not recover to the wallet in the path for exactly this action, these limits and this X-Payer-Signed-At (docs/clients.md, Spending limits)." },
   OPERATOR_AUTH_REQUIRED: { status: 401, meaning: "Operator endpoints need `Authorization: Bearer <OPERATOR_TOKEN>`." },
   METRICS_AUTH_REQUIRED: { status: 401, meaning: "GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>` (METRICS_TOKEN is set, or the service runs against a real chain)." },
   CLIENT_ID_REQUIRED: { status: 401, meaning: "X-Client-Id is missing or was not issued by this marketplace; every paid execution's response carries the payer's X-Client-Id." },
   CHAIN_TOKEN_INVALID: { status: 401, meaning: "X-Chain-Token is malformed, tampered with or not signed by this marketplace." },
   CHAIN_TOKEN_EXPIRED: { status: 401, meaning: "X-Chain-Token is older than 30 seconds; use the childToken of the latest chained response." },
-  PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay." },
+  PAYMENT_REQUIRED: { status: 402, meaning: "Payment missing or refused; details.reason says why and details.price/wallet/network what to pay. details.reason `spending_limit_exceeded`: the payer's own spending limits refuse the call (details.limit names perCallMax, perDayMax, perAgentPerDayMax or allowedAgents); nothing was reserved or charged." },
   BUDGET_EXCEEDED: { status: 402, meaning: "The call costs more than the chain's remaining budget (or a root call more than its X-Chain-Budget); details.estimated, details.remaining, details.shortfall. Nothing was reserved." },
   AUTH_WRONG_AGENT: { status: 403, meaning: "The signed message names a different agent than the one addressed." },
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
@@ -48,6 +50,7 @@ export const ErrorCodes = {
   DISPUTE_NOT_FOUND: { status: 404, meaning: "No dispute with this id." },
   WEBHOOK_NOT_FOUND: { status: 404, meaning: "No webhook with this id (or it belongs to another agent)." },
   CHAIN_NOT_FOUND: { status: 404, meaning: "No chain with this id, or the chain has ended (its unspent budget was given back)." },
+  SPENDING_LIMITS_NOT_FOUND: { status: 404, meaning: "The payer wallet has no spending limits (none registered, or removed)." },
   ACTOR_NOT_FOUND: { status: 404, meaning: "Operators: no actor of this machine kind with this id." },
   REFUND_NOT_FOUND: { status: 404, meaning: "Operators: no refund with this id." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
@@ -127,7 +130,7 @@ export const BadRequestResponse = envelope(BadRequest, "BadRequest", BadRequest.
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
   "Unauthorized",
-  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "WALLET_PROOF_INVALID", "WALLET_PROOF_EXPIRED", "OPERATOR_AUTH_REQUIRED", "METRICS_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
+  fields("AUTH_REQUIRED", "AUTH_MALFORMED", "AUTH_EXPIRED", "AUTH_FUTURE_TIMESTAMP", "AUTH_INVALID_SIGNATURE", "AUTH_SIGNATURE_REUSED", "WALLET_PROOF_INVALID", "WALLET_PROOF_EXPIRED", "PAYER_AUTH_REQUIRED", "PAYER_SIGNATURE_INVALID", "OPERATOR_AUTH_REQUIRED", "METRICS_AUTH_REQUIRED", "CLIENT_ID_REQUIRED", "CHAIN_TOKEN_INVALID", "CHAIN_TOKEN_EXPIRED")
 ) {}
 export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unauthorized.fields.code, 401)
 
@@ -139,7 +142,7 @@ export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fiel
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND", "SPENDING_LIMITS_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 

@@ -20,12 +20,14 @@ import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
 import { PaymentsApi, PlatformApi } from "./PaymentsApi.js"
+import { PayersApi } from "./PayersApi.js"
 
 export class Api extends HttpApi.make("marketplace")
   .add(HealthApi)
   .add(AgentsApi)
   .add(ExecutionApi)
   .add(ChainsApi)
+  .add(PayersApi)
   .add(PaymentsApi)
   .add(PlatformApi)
   .add(OperatorApi)

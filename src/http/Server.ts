@@ -34,6 +34,7 @@ import { AgentsHttpLive } from "./AgentsHttp.js"
 import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
+import { PayersHttpLive } from "./PayersHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { METRICS_PATH, MetricsRouteLive } from "./Metrics.js"
@@ -159,6 +160,8 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-client-id",
     "x-chain-token",
     "x-chain-budget",
+    "x-payer-signature",
+    "x-payer-signed-at",
     "x-request-id",
     "access-control-expose-headers",
     "mcp-session-id",
@@ -170,7 +173,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive])
 )
 
 /**
