@@ -67,11 +67,24 @@ export interface ChainView {
 
 export type DisputeReason = "quality" | "non_delivery" | "overcharge"
 
+/** A dispute's public view (`GET /api/v1/disputes/:id`). */
 export interface Dispute {
   readonly id: string
-  readonly status: string
+  readonly status: "open" | "escalated" | "resolved_agent" | "resolved_client" | "resolved_split"
   readonly transaction_id: string
+  readonly amount: string
+  readonly client_refund: string | null
   readonly [key: string]: unknown
+}
+
+/** The answer to filing a dispute. */
+export interface DisputeOpened {
+  readonly disputeId: string
+  readonly transactionId: string
+  readonly agentId: string
+  readonly status: "open"
+  /** ISO 8601: the agent answers by then, or the dispute is escalated. */
+  readonly respondBy: string
 }
 
 export interface AgentSummary {
@@ -191,10 +204,10 @@ export const marketplace = (options: MarketplaceOptions) => {
      * Disputes a call paid by this client within 24 hours (or give `clientId`, the `X-Client-Id` of its answer).
      * @example const d = await market.dispute(result.transactionId!, "quality", "the summary is empty")
      */
-    dispute: async (transactionId: string, reason: DisputeReason, evidence?: string, opts: { clientId?: string } = {}): Promise<Dispute> => {
+    dispute: async (transactionId: string, reason: DisputeReason, evidence?: string, opts: { clientId?: string } = {}): Promise<DisputeOpened> => {
       const clientId = opts.clientId ?? receipts.get(transactionId)?.clientId
       if (clientId === undefined) throw new MarketplaceError("SDK_CLIENT_ID_UNKNOWN", "no X-Client-Id known for this transaction: pass opts.clientId", 0, { transactionId })
-      const { data } = await request<Dispute>(url("/api/v1/disputes"), {
+      const { data } = await request<DisputeOpened>(url("/api/v1/disputes"), {
         json: { transactionId, reason, ...(evidence === undefined ? {} : { evidence }) },
         headers: { "X-Client-Id": clientId }
       })

@@ -20,13 +20,30 @@ export interface Balance {
   readonly escrow: { readonly pendingCount: number; readonly pendingTotal: string }
 }
 
+/** A withdrawal as accepted (`POST /api/v1/payments/withdraw`, 202). */
+export interface WithdrawAccepted {
+  readonly withdrawalId: string
+  readonly agentId: string
+  readonly amount: string
+  readonly fee: string
+  /** What reaches the wallet: amount − fee. */
+  readonly netAmount: string
+  readonly destinationWallet: string
+  readonly status: "pending"
+}
+
+/** A withdrawal's view (`GET /api/v1/payments/withdrawal/:id`). */
 export interface Withdrawal {
   readonly id: string
-  readonly status: string
+  readonly agent_id: string
   readonly amount: string
-  readonly netAmount?: string
-  readonly tx_hash?: string | null
-  readonly [key: string]: unknown
+  readonly fee: string
+  readonly net_amount: string
+  readonly destination_wallet: string
+  readonly status: "pending" | "processing" | "completed" | "failed"
+  readonly tx_hash: string | null
+  readonly created_at: string
+  readonly completed_at: string | null
 }
 
 export interface OwnerOptions extends Omit<PayerOptions, "baseUrl" | "wallet"> {
@@ -112,10 +129,10 @@ export const agentOwner = (agent: Pick<Agent, "definition" | "capabilities">, op
     /**
      * Withdraws `amount` USDC (minimum 1.00; a 0.10 fee is taken from it) to the agent's wallet, paid on chain.
      * Returns the withdrawal as accepted; `waitForWithdrawal` follows it to `completed`.
-     * @example const w = await owner.withdraw("1.50")
+     * @example const { withdrawalId } = await owner.withdraw("1.50")
      */
-    withdraw: async (amount: string): Promise<Withdrawal> =>
-      (await request<Withdrawal>(url("/api/v1/payments/withdraw"), { headers: await signed(), json: { agentId: id(), amount } })).data,
+    withdraw: async (amount: string): Promise<WithdrawAccepted> =>
+      (await request<WithdrawAccepted>(url("/api/v1/payments/withdraw"), { headers: await signed(), json: { agentId: id(), amount } })).data,
 
     /** One withdrawal (status `pending`, `processing`, `completed` with its `tx_hash`, or `failed`). */
     withdrawal: async (withdrawalId: string): Promise<Withdrawal> =>
@@ -123,7 +140,7 @@ export const agentOwner = (agent: Pick<Agent, "definition" | "capabilities">, op
 
     /**
      * Polls a withdrawal until it is completed or failed (default up to 60 s).
-     * @example const done = await owner.waitForWithdrawal((await owner.withdraw("1.00")).id)
+     * @example const done = await owner.waitForWithdrawal((await owner.withdraw("1.00")).withdrawalId)
      */
     waitForWithdrawal: async (withdrawalId: string, opts: { timeoutMs?: number } = {}): Promise<Withdrawal> => {
       const deadline = Date.now() + (opts.timeoutMs ?? 60_000)
