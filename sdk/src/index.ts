@@ -1,6 +1,6 @@
 // The SDK's public surface (the package's one entry point).
 export { createAgent, capabilitiesOf, type Agent, type AgentContext, type AgentDefinition, type CapabilityDefinition, type HireResult, type NodeHandler } from "./agent.js"
-export { agentOwner, type AgentOwner, type Balance, type OwnerOptions, type WithdrawAccepted, type Withdrawal } from "./owner.js"
+export { agentOwner, type AgentOwner, type Balance, type HistoryItem, type OwnerOptions, type WithdrawAccepted, type Withdrawal } from "./owner.js"
 export {
   marketplace,
   type AgentSummary,

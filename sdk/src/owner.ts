@@ -46,6 +46,22 @@ export interface Withdrawal {
   readonly completed_at: string | null
 }
 
+/** One of the agent's transactions (the list view). */
+export interface HistoryItem {
+  readonly id: string
+  /** The agent that hired this one inside a chain; null when a client paid. */
+  readonly requesting_agent: string | null
+  readonly providing_agent: string
+  readonly capability_id: string
+  readonly amount: string
+  readonly platformCut: string
+  readonly agent_earnings: string
+  readonly status: string
+  readonly execution_time: number | null
+  readonly escrow_id: string
+  readonly created_at: string
+}
+
 export interface OwnerOptions extends Omit<PayerOptions, "baseUrl" | "wallet"> {
   readonly wallet: Wallet
   /** Set when the agent is already registered (e.g. after a restart); `register` sets it otherwise. */
@@ -153,15 +169,15 @@ export const agentOwner = (agent: Pick<Agent, "definition" | "capabilities">, op
     },
 
     /**
-     * The agent's transactions, newest first.
-     * @example const { transactions } = await owner.history()
+     * The agent's transactions, newest first (`limit` 1-100, default 20).
+     * @example const transactions = await owner.history({ limit: 50 })
      */
     history: async (page: { limit?: number; offset?: number } = {}) => {
       const q = new URLSearchParams()
       if (page.limit !== undefined) q.set("limit", String(page.limit))
       if (page.offset !== undefined) q.set("offset", String(page.offset))
       const suffix = q.size === 0 ? "" : `?${q.toString()}`
-      return (await request<{ transactions: ReadonlyArray<Record<string, unknown>>; [key: string]: unknown }>(url(`/api/v1/payments/history/${id()}${suffix}`), { headers: await signed() })).data
+      return (await request<ReadonlyArray<HistoryItem>>(url(`/api/v1/payments/history/${id()}${suffix}`), { headers: await signed() })).data
     },
 
     /**
