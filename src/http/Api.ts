@@ -20,6 +20,7 @@ import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
 import { PaymentsApi, PlatformApi } from "./PaymentsApi.js"
+import { X402DiscoveryApi } from "./X402DiscoveryApi.js"
 
 export class Api extends HttpApi.make("marketplace")
   .add(HealthApi)
@@ -35,6 +36,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(DiscoveryApi)
   .add(AnalyticsApi)
   .add(ReputationApi)
+  .add(X402DiscoveryApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
   .addError(LengthRequiredResponse)

@@ -33,6 +33,7 @@ import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
+import { X402DiscoveryHttpLive } from "./X402DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
@@ -170,7 +171,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, X402DiscoveryHttpLive])
 )
 
 /**
