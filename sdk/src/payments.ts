@@ -31,8 +31,7 @@ interface ChainInfo {
 export const payingFetch = (options: PayerOptions): Fetch => {
   const cap = toMicro(options.maxPayment ?? "0.10")
   if ((options.x402 ?? "v1") === "v1") {
-    // x402-fetch types its signer with its own copy of viem's types; a viem LocalAccount is what it accepts at run time.
-    const signer: Signer = options.wallet as unknown as Signer
+    const signer: Signer = options.wallet
     const pay = wrapV1(fetch, signer, cap)
     return (url, init) => pay(url, init)
   }
