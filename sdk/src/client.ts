@@ -196,7 +196,10 @@ export const marketplace = (options: MarketplaceOptions) => {
      */
     chain: async (id: string): Promise<ChainView> => (await request<ChainView>(url(`/api/v1/chains/${encodeURIComponent(id)}`))).data,
 
-    /** What a chain cost: totals, platform fees and cuts, per agent and per depth. */
+    /**
+     * What a chain cost: totals, platform fees and cuts, per agent and per depth.
+     * @example const { totalCost, breakdown } = await market.chainCost(result.transactionId!)
+     */
     chainCost: async (id: string): Promise<Record<string, unknown> & { totalCost: string }> =>
       (await request<Record<string, unknown> & { totalCost: string }>(url(`/api/v1/chains/${encodeURIComponent(id)}/cost`))).data,
 
@@ -214,10 +217,16 @@ export const marketplace = (options: MarketplaceOptions) => {
       return data
     },
 
-    /** One dispute's public view (status, resolution, refund). */
+    /**
+     * One dispute's public view (status, resolution, refund).
+     * @example const { status, client_refund } = await market.disputeStatus(opened.disputeId)
+     */
     disputeStatus: async (disputeId: string): Promise<Dispute> => (await request<Dispute>(url(`/api/v1/disputes/${encodeURIComponent(disputeId)}`))).data,
 
-    /** The `fetch` this client pays with, for any other paid route. */
+    /**
+     * The `fetch` this client pays with, for any other paid route.
+     * @example await market.fetch(`${baseUrl}/api/v1/agents`, { method: "POST", headers: { "content-type": "application/json" }, body })
+     */
     fetch: pay
   } as const
 }

@@ -1,6 +1,6 @@
 // USDC amounts: 6-decimal strings on the wire ("0.010000"), bigint micro-USDC in code.
 
-/** "1.5" → 1500000n. Throws on anything that is not a non-negative decimal with at most 6 decimals. */
+/** "1.5" → 1500000n (`toMicro(balance.available) >= toMicro("1.00")`). Throws on anything that is not a non-negative decimal with at most 6 decimals. */
 export const toMicro = (usdc: string): bigint => {
   const match = /^(\d{1,12})(?:\.(\d{1,6}))?$/.exec(usdc.trim())
   if (match === null) throw new RangeError(`not a USDC amount with at most 6 decimals: ${JSON.stringify(usdc)}`)

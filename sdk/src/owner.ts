@@ -88,7 +88,7 @@ export const agentOwner = (agent: Pick<Agent, "definition" | "capabilities">, op
   const signed = async () => walletAuthHeaders(wallet, id())
 
   return {
-    /** The agent's id once registered. */
+    /** The agent's id once registered (or as given in the options). */
     get agentId() {
       return agentId
     },
@@ -150,7 +150,10 @@ export const agentOwner = (agent: Pick<Agent, "definition" | "capabilities">, op
     withdraw: async (amount: string): Promise<WithdrawAccepted> =>
       (await request<WithdrawAccepted>(url("/api/v1/payments/withdraw"), { headers: await signed(), json: { agentId: id(), amount } })).data,
 
-    /** One withdrawal (status `pending`, `processing`, `completed` with its `tx_hash`, or `failed`). */
+    /**
+     * One withdrawal (status `pending`, `processing`, `completed` with its `tx_hash`, or `failed`).
+     * @example const { status, tx_hash } = await owner.withdrawal(withdrawalId)
+     */
     withdrawal: async (withdrawalId: string): Promise<Withdrawal> =>
       (await request<Withdrawal>(url(`/api/v1/payments/withdrawal/${encodeURIComponent(withdrawalId)}`), { headers: await signed() })).data,
 

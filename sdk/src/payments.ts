@@ -27,7 +27,10 @@ interface ChainInfo {
   readonly chain: { readonly chainId: number; readonly usdc: string }
 }
 
-/** A `fetch` that answers a 402 by paying it once and sending the request again. */
+/**
+ * A `fetch` that answers a 402 by paying it once and sending the request again.
+ * @example const pay = payingFetch({ baseUrl, wallet, x402: "v2", maxPayment: "1.00" }); await pay(url, { method: "POST", … })
+ */
 export const payingFetch = (options: PayerOptions): Fetch => {
   const cap = toMicro(options.maxPayment ?? "0.10")
   if ((options.x402 ?? "v1") === "v1") {

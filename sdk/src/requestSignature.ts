@@ -83,6 +83,7 @@ export const checkMarketplaceRequest = (
 
 /**
  * The marketplace's key, fetched once and again when a request names another key id (a rotation), at most once a minute.
+ * @example const keyFor = keyCache(baseUrl); const key = await keyFor(req.headers["x-marketplace-key-id"])
  */
 export const keyCache = (baseUrl: string, fetchKey: (baseUrl: string) => Promise<MarketplaceKey> = fetchMarketplaceKey) => {
   let current: Promise<MarketplaceKey> | undefined
