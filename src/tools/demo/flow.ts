@@ -146,7 +146,12 @@ export const runDemo = async (setup: DemoSetup): Promise<DemoResult> => {
     const registration = 100_000n
     const spent = toMicro(view.totalCost)
     const net = toMicro(withdrawal.netAmount)
-    const earnings = { summariser: await summariserOwner.earnings(), translator: await translatorOwner.earnings() }
+    // Each agent's earnings once nothing is held any more (the devnet hold is short).
+    const released = (b: { pending: string; totalEarned: string }) => b.pending === "0.000000" && b.totalEarned !== "0.000000"
+    const earnings = {
+      summariser: await until("the summariser's earnings released", () => summariserOwner.earnings(), released),
+      translator: await until("the translator's earnings released", () => translatorOwner.earnings(), released)
+    }
     const expected = [-spent, -registration, net - registration, 2n * registration + spent - net]
     const rows = parties.map(([who, address], i) => ({ who, address, expected: expected[i] ?? 0n, onChain: (after[i] ?? 0n) - (before[i] ?? 0n) }))
     const breakdown = cost["breakdown"] as { platformFees: string; platformCuts: string }
