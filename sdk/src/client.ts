@@ -180,9 +180,10 @@ export const marketplace = (options: MarketplaceOptions) => {
      */
     wait: async <O = Record<string, unknown>>(requestId: string, opts: { payment?: string; timeoutMs?: number; intervalMs?: number } = {}): Promise<Execution<O>> => {
       const deadline = Date.now() + (opts.timeoutMs ?? 60_000)
+      const payment = opts.payment ?? receipts.get(requestId)?.paymentUsed
       for (;;) {
         const current = await request<Execution<O>>(url(`/api/v1/execute/${encodeURIComponent(requestId)}`), {
-          headers: (opts.payment ?? receipts.get(requestId)?.paymentUsed) === undefined ? {} : { "X-PAYMENT": opts.payment ?? receipts.get(requestId)?.paymentUsed ?? "" }
+          headers: payment === undefined ? {} : { "X-PAYMENT": payment }
         }).then((a) => a.data)
         if (current.status !== "pending") return current
         if (Date.now() > deadline) throw new MarketplaceError("SDK_WAIT_TIMEOUT", `${requestId} still pending after ${opts.timeoutMs ?? 60_000} ms`, 0, { requestId })
