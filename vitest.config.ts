@@ -1,14 +1,20 @@
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+
+// The SDK is imported by name, as its users do (tsconfig.json maps the same name for tsc and tsx).
+const resolve = { alias: { "@agent-marketplace/sdk": fileURLToPath(new URL("./sdk/src/index.ts", import.meta.url)) } }
 
 export default defineConfig({
   test: {
     reporters: ["default"],
     projects: [
       {
+        resolve,
         // Pure: machines, views, money, codecs. Run in parallel, no database or chain.
         test: { name: "unit", include: ["test/unit/**/*.test.ts"], testTimeout: 10_000 }
       },
       {
+        resolve,
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],

@@ -34,6 +34,8 @@ export interface AppConfigShape {
   readonly webhookSecretKeyPrevious: Option.Option<Redacted.Redacted<string>>
   /** Key of the HMAC that signs chain tokens; devnet uses a public fixed value. */
   readonly chainTokenSecret: Option.Option<Redacted.Redacted<string>>
+  /** Devnet only (DEVNET_HOLD_SECONDS): the longest an agent's earnings are held before release, whatever its tier. */
+  readonly devnetHoldMs?: number
 }
 
 export class AppConfig extends Context.Tag("Config/AppConfig")<AppConfig, AppConfigShape>() {}
@@ -120,6 +122,14 @@ export const appConfig = Effect.gen(function* () {
   const paymentMinValiditySeconds = yield* Config.integer("PAYMENT_MIN_VALIDITY_SECONDS").pipe(Config.withDefault(6))
   const paymentTimeoutSeconds = yield* Config.integer("PAYMENT_TIMEOUT_SECONDS").pipe(Config.withDefault(120))
   const agentCacheTtlMs = yield* Config.integer("AGENT_CACHE_TTL_MS").pipe(Config.withDefault(30_000))
+  const devnetHoldSeconds = yield* Config.option(
+    Config.integer("DEVNET_HOLD_SECONDS").pipe(
+      Config.validate({ message: "DEVNET_HOLD_SECONDS must be between 0 and 86400", validation: (n) => n >= 0 && n <= 86_400 })
+    )
+  )
+  if (chainMode === "rpc" && Option.isSome(devnetHoldSeconds)) {
+    return yield* Effect.fail(ConfigError.InvalidData([], "DEVNET_HOLD_SECONDS applies to the devnet only: unset it with CHAIN_RPC_URL"))
+  }
 
   if (chainMode === "rpc") {
     const missing = [
@@ -157,7 +167,8 @@ export const appConfig = Effect.gen(function* () {
     clientIdSecret,
     webhookSecretKey,
     webhookSecretKeyPrevious,
-    chainTokenSecret
+    chainTokenSecret,
+    ...(Option.isSome(devnetHoldSeconds) ? { devnetHoldMs: devnetHoldSeconds.value * 1000 } : {})
   } satisfies AppConfigShape
 })
 

@@ -28,6 +28,7 @@ import { DeliveryLog } from "../services/webhooks/DeliveryLog.js"
 import { Subscriptions } from "../services/webhooks/Subscriptions.js"
 import { Circuits } from "../services/circuits/Circuits.js"
 import { Discovery } from "../services/discovery/Discovery.js"
+import { DiscoveryResources } from "../services/discovery/Resources.js"
 import { Analytics } from "../services/analytics/Analytics.js"
 import { ReputationBoard } from "../services/reputation/Board.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
@@ -150,6 +151,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         AgentProxy.Default,
         OperatorTokenLive,
         Discovery.Default,
+        DiscoveryResources.Default,
         Analytics.Default,
         ReputationBoard.Default,
         Inspection.Default,

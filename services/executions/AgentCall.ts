@@ -2,6 +2,7 @@
 // execution machine's event.
 import { Clock, Effect, Either } from "effect"
 import { AgentProxy } from "../../layers/AgentProxy.js"
+import { AppConfig } from "../../layers/Config.js"
 import type { ExecutionEvent } from "../../machines/execution.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
@@ -17,6 +18,9 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
   effect: Effect.gen(function* () {
     const proxy = yield* AgentProxy
     const schemas = yield* JsonSchemas
+    const { devnetHoldMs } = yield* AppConfig
+    /** The tier's hold, shortened in devnet by DEVNET_HOLD_SECONDS so a new owner reaches a withdrawal in minutes. */
+    const holdMs = (agent: AgentRecord) => Math.min(settlementPolicy(agent.trustTier).delayMs, devnetHoldMs ?? Number.POSITIVE_INFINITY)
 
     /** Calls the agent once; the outcome as the machine event to record (the output or error rides on it). */
     const call = (
@@ -49,7 +53,7 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
             event: {
               type: "AGENT_SUCCEEDED",
               at,
-              releaseDelayMs: settlementPolicy(agent.trustTier).delayMs,
+              releaseDelayMs: holdMs(agent),
               output: outcome.right.body,
               durationMs: outcome.right.durationMs
             }

@@ -76,12 +76,15 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
      * The x402 v2 PaymentRequired object of a 402 (the PAYMENT-REQUIRED header's JSON; an MCP paid tool's error result),
      * on the CAIP-2 network; `paymentIdentifier` declares the payment-identifier extension for routes that honour it.
      */
-    const challengeV2 = (error: PaymentRequired, options: { readonly paymentIdentifier?: boolean } = {}): PaymentRequiredV2 => {
+    const challengeV2 = (
+      error: PaymentRequired,
+      options: { readonly paymentIdentifier?: boolean; readonly extensions?: Readonly<Record<string, unknown>> } = {}
+    ): PaymentRequiredV2 => {
       const reason = error.details["reason"]
       return paymentRequiredV2(
         { accepts: error.accepts, error: typeof reason === "string" ? reason : "payment_required" },
         verifier.caip2,
-        options.paymentIdentifier === true ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration } : undefined
+        { ...options.extensions, ...(options.paymentIdentifier === true ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration } : {}) }
       )
     }
 

@@ -21,6 +21,7 @@ import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
 import { PaymentsApi, PlatformApi } from "./PaymentsApi.js"
 import { PayersApi } from "./PayersApi.js"
+import { X402DiscoveryApi } from "./X402DiscoveryApi.js"
 
 export class Api extends HttpApi.make("marketplace")
   .add(HealthApi)
@@ -37,6 +38,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(DiscoveryApi)
   .add(AnalyticsApi)
   .add(ReputationApi)
+  .add(X402DiscoveryApi)
   .addError(BadRequestResponse)
   .addError(NotFoundResponse)
   .addError(LengthRequiredResponse)

@@ -4,12 +4,16 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option, Ref } from "effect"
 import { noteOnRequestLine } from "../../layers/observability/requests.js"
 import { presentedFromHeaders, proofsFromHeaders } from "../../layers/x402/credential.js"
+import { Agents } from "../../services/agents/Agents.js"
+import { capabilityDiscovery } from "../../services/discovery/bazaar.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
+import { BAZAAR } from "../../layers/x402/bazaar.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
 import type { Remaining } from "../../services/executions/RateLimits.js"
 import { Paywall } from "../../services/payments/Paywall.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
 import type { Accepted, ExecutionView } from "../domain/Execution.js"
+import type { AgentId } from "../domain/Ids.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentHeaders.js"
@@ -87,6 +91,16 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
     const executions = yield* Executions
     const clientIds = yield* ClientIds
     const paywall = yield* Paywall
+    const agents = yield* Agents
+    /** The `bazaar` extension of the capability a challenge is for (x402 discovery clients catalogue it); none if unknown. */
+    const bazaar = (payload: { readonly targetAgentId: AgentId; readonly capabilityId: string }) =>
+      agents.get(payload.targetAgentId).pipe(
+        Effect.map(({ agent }) => {
+          const capability = agent.capabilities.find((c) => c.id === payload.capabilityId)
+          return capability === undefined ? {} : { [BAZAAR]: capabilityDiscovery(agent.id, capability) }
+        }),
+        Effect.orElseSucceed(() => ({}))
+      )
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
         Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => executions.execute(payload, {
@@ -119,7 +133,7 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
               : settle(outcome.view)
           ),
           Effect.tapError(retryAfter),
-          Effect.tapError(challengeHeaders(paywall, { paymentIdentifier: true })),
+          Effect.tapError(challengeHeaders(paywall, { paymentIdentifier: true, extensions: bazaar(payload) })),
           Effect.ensuring(limitHeaders(limits))
         )))
       .handle("status", ({ headers, path }) =>

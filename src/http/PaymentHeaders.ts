@@ -29,7 +29,18 @@ export const receiptHeaders = (settlement: { readonly version: 1 | 2; readonly t
  * On a 402 payment challenge or refusal, the x402 v2 PAYMENT-REQUIRED header for the same quote (v2 clients read it;
  * v1 clients read the body). `paymentIdentifier`: the route honours the payment-identifier extension.
  */
-export const challengeHeaders = (paywall: Paywall, options: { readonly paymentIdentifier?: boolean } = {}) => (error: unknown) =>
+export const challengeHeaders = (
+  paywall: Paywall,
+  options: {
+    readonly paymentIdentifier?: boolean
+    /** More v2 extensions for this request's challenge (e.g. `bazaar`); never fails. */
+    readonly extensions?: Effect.Effect<Readonly<Record<string, unknown>>>
+  } = {}
+) => (error: unknown) =>
   error instanceof PaymentRequired
-    ? setResponseHeaders({ "PAYMENT-REQUIRED": encodeHeaderJson(paywall.challengeV2(error, options)), "Cache-Control": "no-store" })
+    ? Effect.flatMap(options.extensions ?? Effect.succeed({}), (extensions) =>
+      setResponseHeaders({
+        "PAYMENT-REQUIRED": encodeHeaderJson(paywall.challengeV2(error, { ...(options.paymentIdentifier === undefined ? {} : { paymentIdentifier: options.paymentIdentifier }), extensions })),
+        "Cache-Control": "no-store"
+      }))
     : Effect.void

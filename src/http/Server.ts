@@ -33,6 +33,7 @@ import { Api } from "./Api.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
+import { X402DiscoveryHttpLive } from "./X402DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
 import { PayersHttpLive } from "./PayersHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
@@ -173,7 +174,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive, X402DiscoveryHttpLive])
 )
 
 /**
@@ -195,6 +196,9 @@ const OPS_ROUTES: ReadonlyArray<readonly [string, string]> = [
   ["POST", "/ops/logout"],
   ["POST", "/ops/levers"],
   ["GET", "/ops/actions"],
+  ["GET", "/ops/overview"],
+  ["GET", "/ops/search"],
+  ["GET", "/ops/agents/:id"],
   ["GET", "/ops/machines/:kind"],
   ["GET", "/ops/machines/:kind/:id"]
 ]

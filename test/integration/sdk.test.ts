@@ -1,0 +1,122 @@
+// Issue 31, against a real service process (the start script, the run's devnet, a 1-second devnet hold):
+// an agent written only from sdk/README.md registers, earns from paid calls (x402 v2, one of them async) and withdraws;
+// then the demo's whole flow (src/tools/demo/flow.ts), whose money table must match the chain at zero drift.
+import { agentOwner, ConflictError, createAgent, marketplace, toMicro } from "@agent-marketplace/sdk"
+import { Effect, Exit, Scope } from "effect"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { runDemo } from "../../src/tools/demo/flow.js"
+import { devAccount, usdcBalance } from "../support/clients.js"
+import { PROCESS_OPERATOR_TOKEN, sharedSettings } from "../support/processes.js"
+import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
+
+let scope: Scope.CloseableScope
+let server: ServerProcess
+
+beforeAll(async () => {
+  await ensureBundle()
+  scope = Effect.runSync(Scope.make())
+  server = await Effect.runPromise(
+    Effect.gen(function* () {
+      const { env } = yield* sharedSettings({ DEVNET_HOLD_SECONDS: "1", LOG_LEVEL: "warn" })
+      return yield* serverProcess(env)
+    }).pipe(Scope.extend(scope))
+  )
+}, 120_000)
+
+afterAll(async () => {
+  if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void))
+}, 60_000)
+
+const until = async <A>(read: () => Promise<A>, done: (a: A) => boolean, ms = 30_000): Promise<A> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await read()
+    if (done(value)) return value
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${JSON.stringify(value)}`)
+    await new Promise((r) => setTimeout(r, 150))
+  }
+}
+
+describe("the SDK against the real service (issue 31)", () => {
+  it("an agent written from the SDK's README registers, earns from paid calls and withdraws to its wallet", async () => {
+    const ownerWallet = devAccount(4)
+    // As in sdk/README.md "An agent that earns".
+    const agent = createAgent({
+      marketplaceUrl: server.baseUrl,
+      name: "Summariser",
+      description: "Summarises English text",
+      tags: ["text", "summary"],
+      capabilities: {
+        summarize: {
+          description: "Summarises a text in one sentence",
+          price: "0.60",
+          inputSchema: { type: "object", required: ["text"], properties: { text: { type: "string" } } },
+          outputSchema: { type: "object", required: ["summary"], properties: { summary: { type: "string" } } },
+          handler: async (input: { text: string }) => ({ summary: input.text.split(". ")[0] ?? "" })
+        }
+      }
+    })
+    const http = createServer(agent.handler)
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
+    try {
+      const owner = agentOwner(agent, { wallet: ownerWallet })
+      const walletBefore = await usdcBalance(ownerWallet.address)
+      const { id } = await owner.register({ execution: `http://127.0.0.1:${(http.address() as AddressInfo).port}/` })
+      expect(owner.agentId).toBe(id)
+
+      // A client pays two calls with x402 v2: one synchronous, one async followed with wait().
+      const market = marketplace({ baseUrl: server.baseUrl, wallet: devAccount(5), x402: "v2", maxPayment: "1.00" })
+      const [found] = await market.discover({ capability: "summarize" })
+      expect(found?.id).toBe(id)
+      const first = await market.execute<{ summary: string }>(id, "summarize", { text: "Agents earn. Clients pay." })
+      expect(first).toMatchObject({ status: "completed", output: { summary: "Agents earn" }, cost: { agentFee: "0.600000", platformFee: "0.001000" } })
+      expect(first.paymentUsed).toBeDefined()
+      const accepted = await market.execute(id, "summarize", { text: "Second call. Async." }, { async: true })
+      const done = await market.wait<{ summary: string }>(accepted.requestId)
+      expect(done).toMatchObject({ status: "completed", output: { summary: "Second call" } })
+
+      // 85% of 0.60 twice, available once the 1-second devnet hold has passed.
+      const balance = await until(() => owner.earnings(), (b) => b.available === "1.020000")
+      expect(balance.totalEarned).toBe("1.020000")
+      await expect(owner.withdraw("5.00")).rejects.toBeInstanceOf(ConflictError)
+      const { withdrawalId, netAmount } = await owner.withdraw("1.00")
+      expect(netAmount).toBe("0.900000")
+      const paid = await owner.waitForWithdrawal(withdrawalId)
+      expect(paid).toMatchObject({ status: "completed", tx_hash: expect.stringMatching(/^0x[0-9a-f]{64}$/) })
+      expect(await usdcBalance(ownerWallet.address)).toBe(walletBefore - toMicro("0.10") + toMicro("0.90"))
+      const transactions = await owner.history()
+      expect(transactions.map((t) => [t.capability_id, t.agent_earnings])).toEqual([["summarize", "0.510000"], ["summarize", "0.510000"]])
+      expect((await owner.earnings()).available).toBe("0.020000")
+    } finally {
+      http.closeAllConnections()
+      http.close()
+    }
+  }, 90_000)
+
+  it("the demo's flow: the money table the service gives matches the chain, reconciliation at zero drift", async () => {
+    const lines: Array<string> = []
+    const result = await runDemo({
+      baseUrl: server.baseUrl,
+      rpcUrl: inject("rpcUrl"),
+      operatorToken: PROCESS_OPERATOR_TOKEN,
+      summariserOwner: devAccount(1),
+      translatorOwner: devAccount(2),
+      client: devAccount(3),
+      log: (line) => lines.push(line)
+    })
+    expect(result.chainTotalCost).toBe("1.512000") // 1.50 + 0.001 at the root, 0.01 + 0.001 for the hop
+    expect(result.rows.map((r) => [r.who, r.onChain])).toEqual([
+      ["client", -1_512_000n],
+      ["summariser's owner", -100_000n],
+      ["translator's owner", 800_000n],
+      ["treasury", 812_000n]
+    ])
+    for (const row of result.rows) expect(row.expected, row.who).toBe(row.onChain)
+    expect(result.drift).toBe(0n)
+    expect(result.earned).toEqual([["Summariser", "0.008500", "0.008500"], ["Translator", "1.275000", "0.275000"]])
+    expect(result.webhookEvents).toEqual(expect.arrayContaining(["chain.started", "chain.completed", "execution.completed", "dispute.opened", "dispute.resolved", "withdrawal.completed"]))
+    expect(lines.some((l) => l.includes("└─ summarize"))).toBe(true)
+  }, 90_000)
+})
