@@ -64,7 +64,7 @@ export const renderBlocksSection = (report: BlocksReport): string => {
     if (c1 !== undefined) {
       reasons.push(
         `- **${m.blockTime} s blocks, c=1**: ${d(c1.p50)} p50 = ${(c1.p50 / bt).toFixed(2)} block times. The call answers only after its settlement is mined (the settlement and the agent call run side by side and are recorded together in one database transaction, \`services/executions/finish.ts\`), so every call waits for a block. ` +
-          `In a closed loop the next call is sent right after the previous answer, i.e. shortly after a block, so it waits out the rest of that block interval (on chain ${d(c1.mined.p50)} p50 after the send), then ${d(c1.afterBlock.p50)} (p50) more: the receipt is not there when the service first asks, right after sending, so it waits with viem's \`waitForTransactionReceipt\`, which follows new blocks by polling every 1 s in production mode (\`layers/Chain.ts\`, \`pollingIntervalFor("rpc")\`; 20 ms on the devnet), then records and answers. ` +
+          `In a closed loop the next call is sent right after the previous answer, i.e. shortly after a block, so it waits out the rest of that block interval (on chain ${d(c1.mined.p50)} p50 after the send), then ${d(c1.afterBlock.p50)} (p50) more: the receipt is not there when the service first asks, right after sending, so it waits with viem's \`waitForTransactionReceipt\`, which follows new blocks by polling every 250 ms in production mode (\`layers/Chain.ts\`, \`pollingIntervalFor("rpc")\`; 20 ms on the devnet), then records and answers. ` +
           `Throughput is one call per block: ${r(c1.throughput)} calls/s (1 / block time = ${r(1000 / bt)}).` +
           (shareAtLeast(c1, 2) > 0.05 ? ` ${pct(shareAtLeast(c1, 2))} of the calls landed two or more blocks after their send: a transaction sent too close to the block boundary misses it.` : "")
       )
@@ -75,8 +75,10 @@ export const renderBlocksSection = (report: BlocksReport): string => {
       reasons.push(
         `- **${m.blockTime} s blocks, c=32**: ${r(c32.throughput)} calls/s, ${d(c32.p50)} p50 = ${(c32.p50 / bt).toFixed(2)} block times${c1 === undefined ? "" : ` (${(c32.p50 / c1.p50).toFixed(2)}× c=1's)`}. ` +
           `Batching amortises the block: ${r(perTx(c32))} calls per settlement transaction, ${c32.transactions} transactions in ${c32.settlementBlocks} blocks, so throughput is concurrency over latency (32 / mean latency = ${r(little)} calls/s), not the chain's transactions per block. ` +
-          `But ${pct(shareAtLeast(c32, 2))} of the calls were settled two or more blocks after their send (blocks waited: ${waited(c32)}): the group commit sends the first payment of a wave alone at once and holds the others until that transaction is mined (\`services/payments/Settler.ts\`: a partial batch waits behind the one in flight), so they pay a second block.` +
-          (third > 0.05 ? ` The held batch goes out only once the 1 s block poll has seen the first one mined, and signing and storing it can then miss the next block as well: ${pct(third)} waited three or more.` : "") +
+          (shareAtLeast(c32, 2) > 0.05
+            ? `But ${pct(shareAtLeast(c32, 2))} of the calls were settled two or more blocks after their send (blocks waited: ${waited(c32)}): a partial batch waits behind the transaction in flight, so it pays a second block.`
+            : `Each wave lands in the next block (blocks waited: ${waited(c32)}): on an RPC the group commit sends the first payment of a wave at once and, 150 ms later, the rest as a batch beside it (\`services/payments/Settler.ts\`, \`RPC_BATCH_LINGER_MS\`), so both are in the same block. Before that linger a partial batch waited for the transaction in flight to be mined and every wave took two blocks (measured: 23.8 s p50 and 1.33 calls/s at 12 s blocks, c=32; 1.99 block times).`) +
+          (third > 0.05 ? ` ${pct(third)} waited three or more blocks: signing and storing a batch can miss the next block.` : "") +
           (() => {
             const control = controlFor(m)
             if (control !== undefined) {
@@ -84,7 +86,7 @@ export const renderBlocksSection = (report: BlocksReport): string => {
             }
             return c1 === undefined ? "" : ` Were every call settled in the first block after its send, as at c=1, c=32 would answer in about c=1's time and reach about 32 / ${d(c1.mean)} ≈ ${r((32 * 1000) / c1.mean)} calls/s (an estimate, not measured).`
           })() +
-          ` With automine or fast blocks the hold is the right trade (one transaction per block instead of one per payment); with ${m.blockTime} s blocks it costs every call but the first of a wave a whole block.`
+          ""
       )
     }
   }
@@ -103,7 +105,7 @@ export const renderBlocksSection = (report: BlocksReport): string => {
         ? " **Shared machine**: other work was running on the two cores during this run, so the automine figures (CPU-bound) understate what the service does on a machine of its own; the block-bound figures (2 s, 12 s) are affected least."
         : " (two cores; a load near 2 before the run would mean other work shared them)."),
     `- Production mode as an operator runs it: the bundle (\`src/tools/start.mjs\`) with \`CHAIN_RPC_URL\` (not devnet mode), a freshly generated treasury key funded with ETH, a USDC token deployed for the run, the SettlementBatcher deployed by our deploy command (\`layers/batcherDeploy.ts\`), ${report.payers} fresh payers holding USDC; one embedded PostgreSQL (durable settings) started by the bench. Set-up once on an automine anvil (the agent registered and paid for, pinned to tier premium), then every block time starts a new anvil from that chain's saved state (\`--load-state\`, and \`--block-time N\` or automine) and the service on a copy of that database.`,
-    "- A paid call is `POST /api/v1/execute` with an X-PAYMENT header pre-signed before the level (x402 v1 exact, EIP-712 TransferWithAuthorization of 0.011 USDC to the treasury), to the echo agent in the bench process; closed loop (undici), warm-up calls not measured; every answer must be `completed` and `settled` with the echo. Latency is from the send to the answer; a call's answer comes after its payment is settled on chain **and booked** (settlement and the agent's result are recorded in one database transaction before the answer), so the answer is also when the payment is final in the ledger: there is no confirmation depth yet (a reorg is issue 26's next step).",
+    "- A paid call is `POST /api/v1/execute` with an X-PAYMENT header pre-signed before the level (x402 v1 exact, EIP-712 TransferWithAuthorization of 0.011 USDC to the treasury), to the echo agent in the bench process; closed loop (undici), warm-up calls not measured; every answer must be `completed` and `settled` with the echo. Latency is from the send to the answer; a call's answer comes after its payment is settled on chain **and booked** (settlement and the agent's result are recorded in one database transaction before the answer), so the answer is also when the payment is booked in the ledger. It is final later, once \`CHAIN_CONFIRMATIONS\` blocks hold it (5 for this chain id: a follower finalizes it, or sends it again after a reorg; it does not delay the answer).",
     ...(report.modes.some((m) => m.batchMax === 1)
       ? ["- *one by one*: the same block time run again at c=32 with `SETTLEMENT_BATCH_MAX=1` (the service's own setting: a treasury transaction per payment, sent at once), the control for what the SettlementBatcher's group commit costs and buys."]
       : []),
