@@ -29,7 +29,7 @@ const ExecuteOutput = Schema.Union(PaidExecution, AcceptedPaidExecution)
 const receiptMeta = (paywall: Paywall, payment: PaymentUse | null) =>
   payment === null || payment.settlementTxHash === null
     ? {}
-    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }) }
+    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }, payment.receipt) }
 
 export const paidTools = Effect.gen(function* () {
   const registration = yield* AgentRegistration
