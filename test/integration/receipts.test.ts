@@ -10,6 +10,7 @@ import { toClientEvmSigner } from "@x402/evm"
 import { ExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch"
 import { Effect } from "effect"
+import { createHash, createPublicKey, verify } from "node:crypto"
 import { getAddress } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { inject } from "vitest"
@@ -22,6 +23,26 @@ import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice
+
+// #region docs:receipt-check
+/** JSON with object keys sorted at every level and no whitespace: what a receipt's signature and hashes cover. */
+const canonical = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(canonical).join(",")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(",")}}`
+    : JSON.stringify(value) ?? "null"
+
+/** True when the marketplace's key (the PEM of GET /api/v1/platform/signing-key) signed the receipt, unchanged. */
+const receiptIsGenuine = (receipt: Record<string, unknown>, publicKeyPem: string): boolean => {
+  const { signature, ...fields } = receipt
+  return typeof signature === "string" &&
+    verify(null, Buffer.from(canonical(fields), "utf8"), createPublicKey(publicKeyPem), Buffer.from(signature, "base64"))
+}
+
+/** Compare with the receipt's `requestSha256` (the input you sent) and `responseSha256` (the output you got). */
+const contentHash = (value: unknown): string => createHash("sha256").update(canonical(value), "utf8").digest("hex")
+// #endregion
 
 const usdc = () => getAddress(inject("usdcAddress"))
 const balance = (account: PrivateKeyAccount) => Effect.promise(() => usdcBalance(account.address))
@@ -62,6 +83,11 @@ const checkReceipt = (receipt: ExecutionReceipt | undefined, expected: {
     expect(receipt).toBeDefined()
     const r = receipt!
     expect(verifyReceipt(r, key)).toBe(true)
+    // The same with node:crypto alone (the snippet in docs/clients.md).
+    const published = yield* Effect.promise(() => call(`${baseUrl}/api/v1/platform/signing-key`))
+    expect(receiptIsGenuine({ ...r }, published.body.data.publicKeyPem)).toBe(true)
+    expect(receiptIsGenuine({ ...r, payer: devAccount(9).address.toLowerCase() }, published.body.data.publicKeyPem)).toBe(false)
+    expect([contentHash(expected.input), contentHash(expected.output)]).toEqual([r.requestSha256, r.responseSha256])
     expect(r).toMatchObject({
       receiptVersion: 1,
       requestId: expected.requestId,
@@ -106,6 +132,21 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "5000", EXECUTION_RETRY_WINDOW_SECONDS: "6
       const response = yield* execute(payer, { targetAgentId: agentId, capabilityId: "echo", input })
       expect(response.status).toBe(200)
       const settlement = decodeXPaymentResponse(response.headers.get("x-payment-response") ?? "") as { transaction: string; network: string; extensions?: { receipt?: ExecutionReceipt } }
+      const { baseUrl } = yield* TestEnv
+      const output: unknown = response.body.data.output
+      const genuine = yield* Effect.promise(async () => {
+        // #region docs:receipt-read
+        const published = await fetch(`${baseUrl}/api/v1/platform/signing-key`)
+        const { data: key } = (await published.json()) as { data: { keyId: string; publicKeyPem: string } }
+        const header = response.headers.get("X-PAYMENT-RESPONSE") ?? response.headers.get("PAYMENT-RESPONSE") ?? ""
+        const { extensions } = JSON.parse(Buffer.from(header, "base64").toString("utf8"))
+        const receipt = extensions.receipt // { requestId, payer, charged, returned, requestSha256, …, keyId, signature }
+        const ok = receiptIsGenuine(receipt, key.publicKeyPem) && receipt.keyId === key.keyId &&
+          receipt.requestSha256 === contentHash(input) && receipt.responseSha256 === contentHash(output)
+        // #endregion
+        return ok
+      })
+      expect(genuine).toBe(true)
       expect(settlement).toMatchObject({ success: true, network: "base-sepolia", transaction: response.body.data.settlement.txHash })
       yield* checkReceipt(settlement.extensions?.receipt, {
         requestId: response.body.data.requestId,
