@@ -17,6 +17,7 @@ import { inject } from "vitest"
 import { decodeXPaymentResponse } from "x402-fetch"
 import { contentSha256, type ExecutionReceipt, verifyReceipt } from "../../sdk/src/receipts.js"
 import { fetchMarketplaceKey } from "../../sdk/src/requestSignature.js"
+import { marketplace } from "../../sdk/src/client.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
@@ -229,6 +230,23 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "5000", EXECUTION_RETRY_WINDOW_SECONDS: "6
         paymentUsed: done.paymentUsed,
         payerBefore
       })
+    }))
+
+  it.scoped("the SDK: market.execute returns the receipt (v1 and v2 payers), verifyReceipt accepts it, market.receipt reads the same later", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(9), agent.url, { tier: "premium" })
+      const key = yield* publishedKey
+      for (const x402 of ["v1", "v2"] as const) {
+        const market = marketplace({ baseUrl, wallet: devAccount(2), x402, maxPayment: "1.00" })
+        const input = { text: `sdk ${x402}` }
+        const result = yield* Effect.promise(() => market.execute(agentId, "echo", input))
+        expect(result.receipt, x402).toBeDefined()
+        expect(verifyReceipt(result.receipt!, key), x402).toBe(true)
+        expect(result.receipt).toMatchObject({ requestId: result.requestId, charged: PRICE.toString(), requestSha256: contentSha256(input), responseSha256: contentSha256(result.output) })
+        expect(yield* Effect.promise(() => market.receipt(result.requestId))).toEqual(result.receipt)
+      }
     }))
 
   it.scoped("a failed call carries its settlement but no receipt, and its receipt endpoint answers RECEIPT_NOT_FOUND; unknown ids 404", () =>
