@@ -43,7 +43,7 @@ export class Receipts extends Effect.Service<Receipts>()("executions/Receipts", 
         return receipt
       }).pipe(Effect.withSpan("Receipts.read"))
 
-    return { issue, read, signingKey: proxy.signingKey } as const
+    return { issue, read } as const
   }),
   dependencies: [AgentProxy.Default, Paywall.Default, ExecutionsRepo.Default]
 }) {}
