@@ -115,7 +115,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
           Effect.withSpan("AgentProxy.probe", { attributes: { url } })
         )
 
-    return { call, probe, breakerChanges: breakers.changes, isOpen: breakers.isOpen, signingKey: signer.info } as const
+    return { call, probe, breakerChanges: breakers.changes, isOpen: breakers.isOpen, signingKey: signer.info, signBytes: signer.signBytes } as const
   }),
   dependencies: [OutboundPool.Default]
 }) {}

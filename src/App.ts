@@ -32,6 +32,7 @@ import { DiscoveryResources } from "../services/discovery/Resources.js"
 import { Analytics } from "../services/analytics/Analytics.js"
 import { ReputationBoard } from "../services/reputation/Board.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
+import { Receipts } from "../services/executions/Receipts.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
 import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
@@ -132,6 +133,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         ClientIds.Default,
         History.Default,
         Executions.Default,
+        Receipts.Default,
         Chains.Default,
         SpendingLimits.Default,
         Balances.Default,

@@ -72,6 +72,8 @@ export interface RequestSigner {
   readonly info: SigningKeyInfo
   /** Base64 Ed25519 signature over `signedPayload(timestampMs, requestId, rawBody)`. */
   readonly sign: (timestampMs: number, requestId: string, rawBody: string) => string
+  /** Base64 Ed25519 signature over any bytes with the same key (the payer's receipts: services/executions/receipt.ts). */
+  readonly signBytes: (bytes: Uint8Array) => string
 }
 
 /** PROXY_SIGNING_KEY (PEM PKCS#8 or base64 DER), required outside devnet; on devnet a key kept in DATA_DIR. */
@@ -101,7 +103,8 @@ export const loadRequestSigner = (options: { readonly chainMode: ChainMode; read
     const signer: RequestSigner = {
       info: describeSigningKey(privateKey),
       sign: (timestampMs, requestId, rawBody) =>
-        crypto.sign(null, signedPayload(timestampMs, requestId, rawBody), privateKey).toString("base64")
+        crypto.sign(null, signedPayload(timestampMs, requestId, rawBody), privateKey).toString("base64"),
+      signBytes: (bytes) => crypto.sign(null, bytes, privateKey).toString("base64")
     }
     return signer
   })

@@ -91,12 +91,21 @@ export const paymentRequiredV2 = (
   }
 }
 
+/** The key of the signed receipt in a settlement response's `extensions` (HTTP headers and MCP `_meta` alike). */
+export const RECEIPT_EXTENSION = "receipt"
+
 /** The settlement receipt `{success, transaction, network, payer}`: v2's SettleResponse, and v1's X-PAYMENT-RESPONSE body. */
-export const settleResponse = (settlement: { readonly txHash: string; readonly network: string; readonly payer: string }) => ({
+export const settleResponse = (
+  settlement: { readonly txHash: string; readonly network: string; readonly payer: string },
+  receipt?: unknown
+) => ({
   success: true as const,
   transaction: settlement.txHash,
   network: settlement.network,
-  payer: settlement.payer
+  payer: settlement.payer,
+  // The service's signed receipt of a paid call (docs/clients.md): x402 v2's SettleResponse carries extensions, and
+  // both versions' clients decode the header with a plain JSON.parse, so the extra key breaks neither.
+  ...(receipt === undefined || receipt === null ? {} : { extensions: { [RECEIPT_EXTENSION]: receipt } })
 })
 
 /** base64 of UTF-8 JSON: how every x402 header (either version) carries its object. */

@@ -2,6 +2,7 @@
 import { MarketplaceError } from "./errors.js"
 import { type Fetch, joinUrl, request } from "./http.js"
 import { type PayerOptions, payingFetch } from "./payments.js"
+import { type ExecutionReceipt, receiptFromHeaders } from "./receipts.js"
 
 export interface MarketplaceOptions extends Omit<PayerOptions, "baseUrl"> {
   /** The marketplace's base URL (default http://127.0.0.1:3000, the devnet's). */
@@ -28,6 +29,8 @@ export interface ExecuteResult<O = Record<string, unknown>> extends Execution<O>
   readonly paymentUsed: string | undefined
   /** `X-Client-Id`: files disputes about this payer's calls. A credential: keep it like a password. */
   readonly clientId: string | undefined
+  /** The marketplace's signed receipt (check it with `verifyReceipt`); absent until the call completed and settled. */
+  readonly receipt: ExecutionReceipt | undefined
 }
 
 export interface ExecuteOptions {
@@ -159,7 +162,19 @@ export const marketplace = (options: MarketplaceOptions) => {
       const receipt = { paymentUsed: answer.headers.get("x-payment-used") ?? undefined, clientId: answer.headers.get("x-client-id") ?? undefined }
       receipts.set(answer.data.requestId, receipt)
       if (answer.data.transactionId !== undefined) receipts.set(answer.data.transactionId, receipt)
-      return { ...answer.data, ...receipt }
+      return { ...answer.data, ...receipt, receipt: receiptFromHeaders(answer.headers) }
+    },
+
+    /**
+     * The signed receipt of a completed call this client paid (or `payment`'s), as the paid answer carried it.
+     * @example const r = await market.receipt(requestId); verifyReceipt(r, await fetchMarketplaceKey(baseUrl))
+     */
+    receipt: async (requestId: string, opts: { payment?: string } = {}): Promise<ExecutionReceipt> => {
+      const payment = opts.payment ?? receipts.get(requestId)?.paymentUsed
+      const { data } = await request<ExecutionReceipt>(url(`/api/v1/execute/${encodeURIComponent(requestId)}/receipt`), {
+        headers: payment === undefined ? {} : { "X-PAYMENT": payment }
+      })
+      return data
     },
 
     /**

@@ -33,6 +33,7 @@ export {
   ValidationError
 } from "./errors.js"
 export { checkMarketplaceRequest, fetchMarketplaceKey, MAX_SIGNATURE_AGE_MS, type MarketplaceKey, type Refusal } from "./requestSignature.js"
+export { canonicalJson, contentSha256, receiptFromHeaders, verifyReceipt, type ExecutionReceipt } from "./receipts.js"
 export { walletAuthHeaders, type OwnerWallet } from "./walletAuth.js"
 export { payingFetch, type PayerOptions, type Wallet } from "./payments.js"
 export { fromMicro, toMicro } from "./money.js"

@@ -38,6 +38,8 @@ import { retrying } from "./retry.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { finish } from "./finish.js"
 import * as View from "./View.js"
+import type { ExecutionReceipt } from "./receipt.js"
+import { Receipts } from "./Receipts.js"
 
 const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
   error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
@@ -65,6 +67,8 @@ export interface PaymentUse {
   readonly payer: string
   readonly network: string
   readonly settlementTxHash: string | null
+  /** The payer's signed receipt (receipt.ts), once the call completed and its payment settled; null otherwise. */
+  readonly receipt: ExecutionReceipt | null
 }
 
 export type ExecuteOutcome =
@@ -90,6 +94,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const scope = yield* Effect.scope
     const retry = yield* retrying(scope)
     const finishPaid = yield* finish
+    const receipts = yield* Receipts
     const roots = yield* ChainRoots
     const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
@@ -110,7 +115,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         }
         const row = Option.getOrThrow(yield* load(existing.id))
         // The caller proved to be the same payer (its payment header verified), so the result is theirs to read.
-        return { _tag: "Done", view: View.forClient(row, true), payment } satisfies ExecuteOutcome
+        return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
       })
 
     const execute = (req: ExecuteRequest, ctx: ExecuteContext) =>
@@ -157,7 +162,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           version: presentation.version,
           payer: verified.payer,
           network: presentation.network,
-          settlementTxHash: null
+          settlementTxHash: null,
+          receipt: null
         }
         const requestHash = requestHashOf(req, Option.map(chain, (plan) => plan.budget))
         const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
@@ -262,7 +268,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const answered = Option.isNone(chain)
           ? view
           : { ...view, transactionId: row.transactionId, chain: (yield* roots.rootToken(chain.value, { requestId, agentId: agent.id, payer: verified.payer, startedAt: new Date(now) })).info }
-        return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash } } satisfies ExecuteOutcome
+        return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
       }).pipe(
         // Lost the race to its own twin (the same header sent twice at once), or the twin was recorded meanwhile.
         Effect.catchIf(isAlreadyUsed, (used) =>
@@ -293,5 +299,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default, Receipts.Default]
 }) {}

@@ -10,6 +10,7 @@ import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
 import { canonical, idempotencyKeyOf } from "./create.js"
 import type { ExecuteOutcome } from "./Executions.js"
+import { Receipts } from "./Receipts.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
 
@@ -26,6 +27,7 @@ export const resending = Effect.gen(function* () {
   const payments = yield* Payments
   const paywall = yield* Paywall
   const repo = yield* ExecutionsRepo
+  const receipts = yield* Receipts
   const { publicBaseUrl } = yield* AppConfig
 
   /**
@@ -55,7 +57,7 @@ export const resending = Effect.gen(function* () {
         payer: row.payer,
         network: presented.version === 2 ? paywall.caip2 : paywall.network,
         settlementTxHash: row.settlementState === "settled" ? row.settlementTxHash : null,
-        rateLimit: null
+        receipt: receipts.issue(row)
       }
       if (row.status === "pending" && row.mode !== "sync") {
         const statusUrl = `${publicBaseUrl}/api/v1/execute/${row.id}`

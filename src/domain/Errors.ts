@@ -33,6 +33,7 @@ export const ErrorCodes = {
   AUTH_WALLET_MISMATCH: { status: 403, meaning: "The authenticated wallet is not the agent's registered wallet." },
   WALLET_NOT_CONTROLLED: { status: 403, meaning: "The registration fee was paid by another wallet than the agent's and the registration carries no walletProof signed by the agent's wallet (details.wallet, details.payer); nothing was charged." },
   RETRY_NOT_AUTHORIZED: { status: 403, meaning: "A retry must present the X-PAYMENT value of the original execution." },
+  RECEIPT_NOT_AUTHORIZED: { status: 403, meaning: "A receipt is read with the payment header of its execution (its X-PAYMENT-USED value, as X-PAYMENT or PAYMENT-SIGNATURE)." },
   NOT_TRANSACTION_PAYER: { status: 403, meaning: "The X-Client-Id belongs to a wallet other than the one that paid for the transaction." },
   DISPUTE_RATE_EXCEEDED: { status: 403, meaning: "The client disputes more than 20% of its paid transactions (see docs/decisions.md); no new dispute is accepted." },
   RATING_NOT_AUTHORIZED: { status: 403, meaning: "A rating must present the X-PAYMENT value of the execution it rates." },
@@ -53,6 +54,7 @@ export const ErrorCodes = {
   SPENDING_LIMITS_NOT_FOUND: { status: 404, meaning: "The payer wallet has no spending limits (none registered, or removed)." },
   ACTOR_NOT_FOUND: { status: 404, meaning: "Operators: no actor of this machine kind with this id." },
   REFUND_NOT_FOUND: { status: 404, meaning: "Operators: no refund with this id." },
+  RECEIPT_NOT_FOUND: { status: 404, meaning: "No receipt for this execution (yet): receipts exist for calls that completed with their own x402 payment settled on chain; not for failed or pending calls, nor for calls paid from a chain's budget." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
@@ -136,13 +138,13 @@ export const UnauthorizedResponse = envelope(Unauthorized, "Unauthorized", Unaut
 
 export class Forbidden extends Schema.TaggedError<Forbidden>()(
   "Forbidden",
-  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "WALLET_NOT_CONTROLLED", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
+  fields("AUTH_WRONG_AGENT", "AUTH_WALLET_MISMATCH", "WALLET_NOT_CONTROLLED", "AGENT_SUSPENDED", "AGENT_PAUSED_BY_OPERATOR", "WITHDRAWAL_AUTHORIZATION_REQUIRED", "RETRY_NOT_AUTHORIZED", "RECEIPT_NOT_AUTHORIZED", "NOT_TRANSACTION_PAYER", "DISPUTE_RATE_EXCEEDED", "RATING_NOT_AUTHORIZED", "CHAIN_DISABLED", "AGENT_NOT_CHAINABLE")
 ) {}
 export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fields.code, 403)
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND", "SPENDING_LIMITS_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND", "RECEIPT_NOT_FOUND", "SPENDING_LIMITS_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 

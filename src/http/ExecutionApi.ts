@@ -12,6 +12,7 @@ import {
   UnauthorizedResponse
 } from "../domain/Errors.js"
 import { Accepted, ExecuteRequest, ExecutionView } from "../domain/Execution.js"
+import { ExecutionReceipt } from "../domain/Receipt.js"
 import { ok } from "./Envelope.js"
 import { PaymentHeaderFields } from "./PaymentHeaders.js"
 
@@ -63,5 +64,17 @@ export class ExecutionApi extends HttpApiGroup.make("execution")
       .addError(BadGatewayResponse)
       .addError(GatewayTimeoutResponse)
       .annotate(OpenApi.Summary, "Retry a failed or timed-out execution on its original payment (no new charge)")
+  )
+  .add(
+    HttpApiEndpoint.get("receipt", "/:requestId/receipt")
+      .setPath(RequestIdPath)
+      .setHeaders(Schema.Struct(PaymentHeaderFields))
+      .addSuccess(ok(ExecutionReceipt))
+      .addError(ForbiddenResponse)
+      .annotate(OpenApi.Summary, "The payer's signed receipt of a completed call, with the original payment header (X-PAYMENT-USED value)")
+      .annotate(
+        OpenApi.Description,
+        "The same receipt the paid answer carried in its settlement response (`extensions.receipt`), signed with the service's Ed25519 key (GET /api/v1/platform/signing-key); docs/clients.md shows how to check it. 403 RECEIPT_NOT_AUTHORIZED without the payment header, 404 RECEIPT_NOT_FOUND while the call has none (pending, failed, unsettled, or paid from a chain's budget)."
+      )
   )
   .prefix("/api/v1/execute") {}

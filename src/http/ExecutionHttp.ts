@@ -9,6 +9,7 @@ import { capabilityDiscovery } from "../../services/discovery/bazaar.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { BAZAAR } from "../../layers/x402/bazaar.js"
 import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
+import { Receipts } from "../../services/executions/Receipts.js"
 import type { Remaining } from "../../services/executions/RateLimits.js"
 import { Paywall } from "../../services/payments/Paywall.js"
 import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
@@ -66,7 +67,7 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
     "X-Client-Id": clientId,
     ...(payment.settlementTxHash === null
       ? {}
-      : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }))
+      : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }, payment.receipt))
   })
 
 /** A sub-call's read-back handle (docs/chains.md) travels like a payment's: in X-PAYMENT-USED. */
@@ -92,6 +93,7 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
     const clientIds = yield* ClientIds
     const paywall = yield* Paywall
     const agents = yield* Agents
+    const receipts = yield* Receipts
     /** The `bazaar` extension of the capability a challenge is for (x402 discovery clients catalogue it); none if unknown. */
     const bazaar = (payload: { readonly targetAgentId: AgentId; readonly capabilityId: string }) =>
       agents.get(payload.targetAgentId).pipe(
@@ -141,6 +143,11 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
           const proofs = proofsFromHeaders(headers)
           if (proofs[0] !== undefined) yield* setResponseHeaders({ "X-PAYMENT-USED": proofs[0] })
           return respond(yield* executions.status(path.requestId, proofs))
+        }))
+      .handle("receipt", ({ headers, path }) =>
+        Effect.gen(function* () {
+          const proofs = proofsFromHeaders(headers)
+          return respond(yield* receipts.read(path.requestId, proofs))
         }))
       .handle("retry", ({ headers, path }) =>
         executions.retry(path.requestId, proofsFromHeaders(headers)).pipe(

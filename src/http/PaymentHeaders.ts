@@ -18,11 +18,15 @@ export const setResponseHeaders = (headers: Record<string, string>) =>
   HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, headers)))
 
 /**
- * The settlement receipt (base64 JSON `{success, transaction, network, payer}`) under the header of the payer's
- * version: PAYMENT-RESPONSE for v2 (CAIP-2 network), X-PAYMENT-RESPONSE for v1 (v1 network name).
+ * The settlement receipt (base64 JSON `{success, transaction, network, payer}`, and for a paid call the service's
+ * signed receipt under `extensions.receipt`) under the header of the payer's version: PAYMENT-RESPONSE for v2 (CAIP-2
+ * network), X-PAYMENT-RESPONSE for v1 (v1 network name).
  */
-export const receiptHeaders = (settlement: { readonly version: 1 | 2; readonly txHash: string; readonly network: string; readonly payer: string }) => ({
-  [settlement.version === 2 ? "PAYMENT-RESPONSE" : "X-PAYMENT-RESPONSE"]: encodeHeaderJson(settleResponse(settlement))
+export const receiptHeaders = (
+  settlement: { readonly version: 1 | 2; readonly txHash: string; readonly network: string; readonly payer: string },
+  receipt?: unknown
+) => ({
+  [settlement.version === 2 ? "PAYMENT-RESPONSE" : "X-PAYMENT-RESPONSE"]: encodeHeaderJson(settleResponse(settlement, receipt))
 })
 
 /**

@@ -260,7 +260,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
         success: true,
         transaction: done.settlement.txHash,
         network: "eip155:84532",
-        payer: payer.address.toLowerCase()
+        payer: payer.address.toLowerCase(),
+        // The service's signed receipt of the call (test/integration/receipts.test.ts checks it).
+        extensions: { receipt: expect.objectContaining({ requestId: done.requestId, charged: "11000", transaction: done.settlement.txHash }) }
       })
       expect(done.settlement.txHash).toMatch(TX_HASH)
       expect(yield* balance(payer)).toBe(before - PRICE)

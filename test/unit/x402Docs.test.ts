@@ -34,7 +34,9 @@ describe("docs/clients.md", () => {
     expect(regions).toEqual(expect.arrayContaining([
       "test/integration/x402-v2.test.ts#docs:x402-v2-pay",
       "test/integration/mcp-paid.test.ts#docs:mcp-connect",
-      "test/integration/mcp-paid.test.ts#docs:mcp-x402-payer"
+      "test/integration/mcp-paid.test.ts#docs:mcp-x402-payer",
+      "test/integration/receipts.test.ts#docs:receipt-check",
+      "test/integration/receipts.test.ts#docs:receipt-read"
     ]))
   })
 

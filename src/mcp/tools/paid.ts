@@ -29,7 +29,7 @@ const ExecuteOutput = Schema.Union(PaidExecution, AcceptedPaidExecution)
 const receiptMeta = (paywall: Paywall, payment: PaymentUse | null) =>
   payment === null || payment.settlementTxHash === null
     ? {}
-    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }) }
+    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }, payment.receipt) }
 
 export const paidTools = Effect.gen(function* () {
   const registration = yield* AgentRegistration
@@ -66,7 +66,7 @@ export const paidTools = Effect.gen(function* () {
         "called without payment it returns isError with the x402 PaymentRequired (structuredContent) for that amount; sign an exact USDC payment for one of its `accepts` and call again with the same arguments and the PaymentPayload in params._meta[\"x402/payment\"]. " +
         "The payment is held in escrow: if the agent fails or times out (tool error EXECUTION_FAILED or EXECUTION_TIMEOUT) it can be retried until retryUntil with POST /api/v1/execute/:requestId/retry, and is refunded on chain after that. " +
         "Waits for the output by default; `async: true` answers at once with the requestId to poll with get_execution_status. Keep `paymentUsed` from the result: it reads the output back. " +
-        "The result's _meta[\"x402/payment-response\"] holds the settlement transaction once settled. An idempotencyKey (or x402's payment-identifier) makes a repeat the same purchase, charged once.",
+        "The result's _meta[\"x402/payment-response\"] holds the settlement transaction once settled, and for a completed call the marketplace's signed receipt under extensions.receipt (docs/clients.md). An idempotencyKey (or x402's payment-identifier) makes a repeat the same purchase, charged once.",
       input: Schema.Struct({
         ...ExecuteRequest.fields,
         async: Schema.optional(Schema.Boolean.annotations({ description: "Answer at once with the requestId (status pending) instead of waiting for the output" }))

@@ -1,0 +1,26 @@
+// The payer's signed receipt of a paid call on the wire (services/executions/receipt.ts builds and signs it).
+import { Schema } from "effect"
+
+const atomic = (description: string) => Schema.String.pipe(Schema.pattern(/^\d+$/)).annotations({ description: `${description} (USDC atomic units: micro-USDC)` })
+
+export const ExecutionReceipt = Schema.Struct({
+  receiptVersion: Schema.Literal(1),
+  requestId: Schema.String,
+  payer: Schema.String,
+  agentId: Schema.String,
+  capabilityId: Schema.String,
+  network: Schema.String.annotations({ description: "CAIP-2 network of the settlement" }),
+  transaction: Schema.String.annotations({ description: "The settlement's transaction hash" }),
+  unit: Schema.String.annotations({ description: "What a unit is: `call` for flat pricing" }),
+  unitsUsed: Schema.String,
+  unitPrice: atomic("The agent's price per unit"),
+  platformFee: atomic("The marketplace's fee per call, part of `charged`"),
+  authorized: atomic("What the payment authorised"),
+  charged: atomic("What the call cost"),
+  returned: atomic("What goes back to the payer: authorized - charged"),
+  requestSha256: Schema.String.annotations({ description: "Hex sha256 of the canonical JSON of the input" }),
+  responseSha256: Schema.String.annotations({ description: "Hex sha256 of the canonical JSON of the output" }),
+  completedAt: Schema.String,
+  keyId: Schema.String.annotations({ description: "The signing key's id (GET /api/v1/platform/signing-key)" }),
+  signature: Schema.String.annotations({ description: "Base64 Ed25519 signature over the canonical JSON of every other field" })
+}).annotations({ identifier: "ExecutionReceipt" })
