@@ -197,7 +197,14 @@ export const renderOfficial = (r: OfficialReport): string => {
       row(`idle RSS of the service, ${LABEL[v]}`, "≤ 150 MiB", `${mib(m32.idleKb)} MiB`, m32.idleKb / 1024 <= 150)
     }
   }
-  push("### Issue 29's targets", "", table(["target", "goal", "measured", ""], targets), "")
+  push(
+    "### Issue 29's targets",
+    "",
+    table(["target", "goal", "measured", ""], targets),
+    "",
+    "Every figure is the mean over the rounds of that phase's value (peaks: the highest); the per-phase table shows how far the rounds differ. The official stack's p99 includes waits for viem's 1 s receipt poll (its default for this chain) when a receipt was not there on the first read.",
+    ""
+  )
 
   if (r.probe !== undefined) {
     const p = r.probe
