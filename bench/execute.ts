@@ -27,7 +27,7 @@ import { BenchError, log, ms, PARAMS, postJson, PRICE, ROOT } from "./lib/params
 import { paymentRequests, signAll } from "./lib/payments.js"
 import { PoolWatchdog } from "./lib/pool-watchdog.js"
 import { writeReport } from "./lib/report.js"
-import { paywallTiming, startInfra, startMarketplace, startPaywall } from "./lib/servers.js"
+import { paywallTiming, servingPid, startInfra, startMarketplace, startPaywall } from "./lib/servers.js"
 import { logSettlement, measureSettlement } from "./lib/settlementProbe.js"
 import { blockNumber, ChainSnapshot } from "./lib/snapshot.js"
 import type { BenchReport, DiagnosticsResult, PhaseResult, SettlementResult, TargetName } from "./lib/types.js"
@@ -139,7 +139,8 @@ const main = async () => {
       const workers = PARAMS.webConcurrency
       const server = await startMarketplace(infra, { name: `marketplace c=${concurrency}`, webConcurrency: workers })
       try {
-        const sampler = samplerFor(infra, server.child.pid, true, workers > 1)
+        const serverPid = servingPid(server)
+        const sampler = samplerFor(infra, serverPid, true, workers > 1)
         const scraper = scrapeMetrics(server.origin)
         const jobs = marketplaceJobs(agentId, await sign(warmup + requests), offset)
         offset += jobs.length
@@ -152,7 +153,7 @@ const main = async () => {
             warmup: jobs.slice(0, warmup),
             jobs: jobs.slice(warmup),
             check: checkExecution,
-            serverPid: server.child.pid,
+            serverPid,
             sampler,
             outputBytes: server.child.outputBytes,
             rpcUrl: infra.rpcUrl,

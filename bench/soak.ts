@@ -15,7 +15,7 @@ import { machineInfo } from "./lib/machine.js"
 import { BenchError, intEnv, log, ms, ROOT } from "./lib/params.js"
 import { memoryKb } from "./lib/proc.js"
 import { writeSection } from "./lib/sections.js"
-import { startInfra, startMarketplace } from "./lib/servers.js"
+import { servingPid, startInfra, startMarketplace } from "./lib/servers.js"
 
 const SECONDS = intEnv("BENCH_SOAK_SECONDS", 600)
 const CONCURRENCY = intEnv("BENCH_SOAK_CONCURRENCY", 8)
@@ -39,7 +39,7 @@ const main = async () => {
   const infra = await startInfra()
   const receiver = await startWebhookReceiver()
   const server = await startMarketplace(infra, { name: "marketplace (soak)" })
-  const pid = server.child.pid
+  const pid = servingPid(server)
   const agentId = await registerAgent(infra, server.origin)
   await subscribeEverything(server.origin, agentId, 1, receiver.url)
   const scraper = scrapeMetrics(server.origin)

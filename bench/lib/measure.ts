@@ -32,12 +32,15 @@ export interface Measured {
   readonly rpcUrl: string
   /** The server is a primary with workers (WEB_CONCURRENCY > 1): CPU and memory of its whole process tree. */
   readonly serverTree?: boolean
+  /** More processes of the target under test, by name (e.g. the official stack's facilitator): their CPU per request. */
+  readonly extraPids?: Readonly<Record<string, number>>
 }
 
-const cpuGroups = (infra: Infra, serverPid: number, tree: boolean): Record<string, () => number> => {
+const cpuGroups = (infra: Infra, serverPid: number, tree: boolean, extra: Readonly<Record<string, number>> = {}): Record<string, () => number> => {
   const pgPid = postmasterPid(infra.pgDir)
   // With BENCH_AGENT=inline the agent runs in this process: its CPU is part of "load generator".
   const groups: Record<string, () => number> = serverPid === process.pid ? {} : { server: () => (tree ? treeCpuMs(serverPid) : cpuMs(serverPid)) }
+  for (const [name, pid] of Object.entries(extra)) groups[name] = () => cpuMs(pid)
   if (serverPid !== infra.agentPid && infra.agentPid !== process.pid) groups["agent"] = () => cpuMs(infra.agentPid)
   groups["postgres"] = () => (pgPid > 0 ? treeCpuMs(pgPid) : 0)
   groups["anvil"] = () => cpuMs(infra.anvilPid)
@@ -55,7 +58,7 @@ export const measure = async (infra: Infra, m: Measured): Promise<PhaseResult> =
       throw new BenchError(`${m.target} c=${m.concurrency}: ${warm.errors} errors during warm-up:\n${warm.errorSamples.join("\n")}`)
     }
   }
-  const groups = cpuGroups(infra, m.serverPid, m.serverTree === true)
+  const groups = cpuGroups(infra, m.serverPid, m.serverTree === true, m.extraPids)
   const heightBefore = await blockNumber(m.rpcUrl)
   const before = Object.fromEntries(Object.entries(groups).map(([k, read]) => [k, read()]))
   const serverSystemMs = () => (m.serverTree === true ? processTree(m.serverPid).reduce((sum, pid) => sum + systemCpuMs(pid), 0) : systemCpuMs(m.serverPid))
@@ -92,6 +95,7 @@ export const measure = async (infra: Infra, m: Measured): Promise<PhaseResult> =
     peakRssKb: peaks["server"] ?? 0,
     hwmKb: memoryKb(m.serverPid)?.hwm ?? 0,
     ...(peaks["postgres"] === undefined ? {} : { postgresPeakRssKb: peaks["postgres"] }),
+    peakRssKbByProcess: peaks,
     cpuMsPerRequest: cpuPerRequest,
     serverSystemMsPerRequest: m.serverPid === process.pid ? 0 : (systemAfter - systemBefore) / run.requests,
     logBytesPerRequest: (logAfter - logBefore) / run.requests,

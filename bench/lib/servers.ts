@@ -197,3 +197,13 @@ export const paywallTiming = async (server: Server) => {
   const per = (k: string) => Number(at(phases, k) ?? 0) / Math.max(1, n)
   return { count: n, verify: per("verify"), settle: per("settle"), forward: per("forward"), total: per("total") }
 }
+
+/**
+ * `npm start` runs a supervisor (src/tools/supervise.mjs) that serves no request; the server is its child. CPU and
+ * memory of the marketplace are that child's (with WEB_CONCURRENCY > 1, the tree under it).
+ */
+export const servingPid = (server: Server): number => {
+  const serving = childrenOf(server.child.pid)[0]
+  if (serving === undefined) throw new BenchError(`${server.child.name}: the supervisor has no server child`)
+  return serving.pid
+}

@@ -2,7 +2,7 @@
 import type { Rescue } from "./pool-watchdog.js"
 import type { ProfileSummary } from "./profile.js"
 
-export type TargetName = "direct" | "paywall" | "marketplace"
+export type TargetName = "direct" | "paywall" | "marketplace" | "official"
 
 export interface PhaseResult {
   readonly target: TargetName
@@ -21,6 +21,8 @@ export interface PhaseResult {
   readonly peakRssKb: number
   /** The kernel's high-water mark (VmHWM) of the same process at the end of the phase. */
   readonly hwmKb: number
+  /** Peak RSS (KiB) of every process the sampler watched, by its name there ("server", "postgres", "facilitator"...). */
+  readonly peakRssKbByProcess?: Readonly<Record<string, number>>
   /** Marketplace only: peak RSS of all PostgreSQL processes. */
   readonly postgresPeakRssKb?: number
   /** CPU time (ms) per measured request, by process group. */
