@@ -92,6 +92,10 @@ const killAndRecover = (extra: Record<string, string>) =>
     const server = yield* serverProcess({ DATA_DIR: dataDir, DEVNET_PORT: String(devnetPort), ...extra })
     const supervisor = server.child.pid ?? 0
     const agentId = yield* register(server, `http://127.0.0.1:${devnetPort}`)
+    // The supervisor counts a death as a crash (and starts the server again) only once the server said it serves; with
+    // workers that is when all of them listen, which can be after /health already answers through the first one.
+    const ready = extra["WEB_CONCURRENCY"] === undefined ? /agent marketplace listening on/ : /server workers listening on/
+    yield* untilProcesses(Effect.sync(() => server.output()), (out) => ready.test(out), 30_000)
 
     // The server: the supervisor's node child (before the supervisor existed, the start script's process itself).
     const serverPid = () => childrenOf(supervisor).find((pid) => processes().some((p) => p.pid === pid && p.comm === "node")) ?? supervisor
