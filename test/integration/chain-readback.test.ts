@@ -3,8 +3,6 @@
 // proof `chain-budget:<requestId>` is refused on GET /execute/:id, on retry and on the MCP status tool; the caller keeps
 // the random handle it was given, and the chain's payer reads every call with the root payment's header.
 import { expect, layer } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Effect, TestClock } from "effect"
 import { createHash } from "node:crypto"
 import { readFileSync } from "node:fs"
@@ -14,6 +12,7 @@ import { type ChainedResult, fakeAgent } from "../support/agents.js"
 import { echoCall, startChain } from "../support/chains.js"
 import { call, devAccount, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { registerAgent } from "../support/scenario.js"
 
 const api = (path: string, init: { method?: string; headers?: Record<string, string> } = {}) =>
@@ -41,20 +40,7 @@ const chainAgent = (owner: number, url: string) =>
     return id
   })
 
-/** An MCP client in a session of its own, closed with the test's scope. */
-const mcpClient = Effect.flatMap(TestEnv, ({ baseUrl }) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new Client({ name: "chain-readback-test", version: "1.0.0" })
-      const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`))
-      await client.connect(transport)
-      return { client, transport }
-    }),
-    ({ client, transport }) => Effect.promise(async () => {
-      await transport.terminateSession().catch(() => undefined)
-      await client.close()
-    })
-  ))
+const mcpClient = mcpSession("chain-readback-test")
 
 /**
  * A completed chain A → B paid by dev account 9 (A and B owned by dev accounts `owners`): the root response and what

@@ -3,14 +3,13 @@
 // HTTP API's), resources, tool errors with the API's codes, protocol errors, concurrent sessions, a stateless JSON
 // request, and sessions that expire on the (test) clock and free their place.
 import { expect, layer } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Context, Effect, Layer, TestClock } from "effect"
 import { ErrorCodes } from "../../src/domain/Errors.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { echoCapability, registerAgent } from "../support/scenario.js"
 
 const FREE_TOOLS = [
@@ -22,20 +21,7 @@ const FREE_TOOLS = [
 const PAID_TOOLS = ["register_agent", "execute"]
 const ALL_TOOLS = [...FREE_TOOLS, ...PAID_TOOLS]
 
-/** An MCP client in a session of its own, ended (DELETE) with the test's scope. */
-const connect = Effect.flatMap(TestEnv, ({ baseUrl }) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new Client({ name: "mcp-test", version: "1.0.0" })
-      const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`))
-      await client.connect(transport)
-      return { client, transport }
-    }),
-    ({ client, transport }) => Effect.promise(async () => {
-      await transport.terminateSession().catch(() => undefined)
-      await client.close()
-    })
-  ))
+const connect = mcpSession("mcp-test")
 
 const api = (path: string, init: { json?: unknown; headers?: Record<string, string> } = {}) =>
   Effect.flatMap(TestEnv, ({ baseUrl }) =>

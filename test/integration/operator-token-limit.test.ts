@@ -4,8 +4,8 @@
 // OPERATOR_AUTH_THROTTLED with Retry-After whatever the token; each failure counted in a metric and logged.
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { vi } from "vitest"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
+import { capturingStdout } from "../support/logs.js"
 
 /** GET an operator endpoint from `address` with `token`: status, Retry-After and the envelope. */
 const operatorGet = (address: string, token: string, path = "/api/v1/operator/machines") =>
@@ -33,20 +33,7 @@ const failures = (surface: string, outcome: string) =>
       return line === undefined ? 0 : Number(line.split(" ").at(-1))
     }))
 
-/** Every line the service writes to stdout while `effect` runs. */
-const capturingStdout = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function* () {
-    const lines: Array<string> = []
-    yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        vi.spyOn(process.stdout, "write").mockImplementation((chunk: string | Uint8Array) => {
-          lines.push(...String(chunk).split("\n").filter((l) => l !== ""))
-          return true
-        })),
-      (spy) => Effect.sync(() => spy.mockRestore())
-    )
-    return { result: yield* effect, lines } as const
-  })
+
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", TRUST_PROXY: "true", LOG_FORMAT: "json" }), { excludeTestServices: true })("operator token attempts", (it) => {
   it.scoped("five wrong bearer tokens lock the operator API for that address (429, Retry-After), even for the right token; counted, logged", () =>

@@ -2,8 +2,6 @@
 // settlement, a receipt signed with the key published at /api/v1/platform/signing-key; it matches the ledger and the
 // chain, reads back the same with the payment header, and a failed call has none.
 import { expect, layer } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { x402Client } from "@x402/core/client"
 import { isPaymentRequiredV2 } from "@x402/core/schemas"
 import { toClientEvmSigner } from "@x402/evm"
@@ -21,6 +19,7 @@ import { marketplace } from "../../sdk/src/client.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { execute, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n // 0.001 platform fee + 0.01 basePrice
@@ -196,18 +195,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "5000", EXECUTION_RETRY_WINDOW_SECONDS: "6
       const payer = devAccount(6)
       const input = { text: "receipt over mcp" }
       const payerBefore = yield* balance(payer)
-      const { client, transport } = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const client = new Client({ name: "receipts-test", version: "1.0.0" })
-          const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`))
-          await client.connect(transport)
-          return { client, transport }
-        }),
-        ({ client, transport }) => Effect.promise(async () => {
-          await transport.terminateSession().catch(() => undefined)
-          await client.close()
-        })
-      )
+      const { client, transport } = yield* mcpSession("receipts-test")
       expect(transport).toBeDefined()
       const args = { targetAgentId: agentId, capabilityId: "echo", input }
       const result = yield* Effect.promise(async () => {

@@ -1,8 +1,7 @@
 // Spending limits on every way a call is paid: an MCP paid tool and a chain's root are refused like an HTTP execute (one
 // check, in the reservation statement), and a refunded call gives its amount back to the day it was counted in.
 import { expect, layer } from "@effect/vitest"
-import { Client } from "@modelcontextprotocol/sdk/client/index.js"
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { x402Client } from "@x402/core/client"
 import { isPaymentRequiredV2 } from "@x402/core/schemas"
 import { toClientEvmSigner } from "@x402/evm"
@@ -16,6 +15,7 @@ import { MachineHost } from "../../machines/Host.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, signPayment, usdcBalance, walletAuth, walletFor } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { setLimits } from "../support/limits.js"
 import { echoCapability, execute, registerAgent } from "../support/scenario.js"
 
@@ -34,19 +34,7 @@ const callPaidTool = async (client: Client, payer: x402Client, name: string, arg
   return client.callTool({ name, arguments: args, _meta: { "x402/payment": payment } })
 }
 
-const connect = Effect.flatMap(TestEnv, ({ baseUrl }) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new Client({ name: "limits-test", version: "1.0.0" })
-      const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`))
-      await client.connect(transport)
-      return { client, transport }
-    }),
-    ({ client, transport }) => Effect.promise(async () => {
-      await transport.terminateSession().catch(() => undefined)
-      await client.close()
-    })
-  ))
+const connect = mcpSession("limits-test")
 
 const balance = (account: PrivateKeyAccount) => Effect.promise(() => usdcBalance(account.address))
 const echo = (targetAgentId: string, text: string) => ({ targetAgentId, capabilityId: "echo", input: { text } })
