@@ -16,33 +16,11 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { authorizationUsed, devAccount, frontRunAuthorization, publicClient, usdcBalance, walletFor } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { makeGate } from "../support/gate.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
 const N = 12
-
-/**
- * Holds the first settlement sent after `arm()` in flight (after its broadcast) until `open()`: the payments that
- * arrive meanwhile queue behind it, which makes the batch the test expects deterministic.
- */
-const makeGate = () => {
-  let armed = false
-  let release: () => void = () => {}
-  let opened = Promise.resolve()
-  return {
-    arm: () => {
-      armed = true
-      opened = new Promise<void>((resolve) => (release = resolve))
-    },
-    open: () => release(),
-    afterBroadcast: (tx: { readonly purpose: string }) =>
-      Effect.suspend(() => {
-        if (!armed || tx.purpose !== "settlement") return Effect.void
-        armed = false
-        return Effect.promise(() => opened)
-      })
-  }
-}
 
 const tick = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
 

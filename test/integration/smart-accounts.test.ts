@@ -16,6 +16,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, type Envelope, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { makeGate } from "../support/gate.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 import { clientSigner, deployFactory, factoryAddress, hasCode, type SignOptions, type SmartAccount, smartAccount, smartPayment } from "../support/smartAccounts.js"
 
@@ -29,24 +30,7 @@ const NOT_ALLOWED = factoryAddress(1)
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
 /** Holds the first settlement sent after `arm()` in flight until `open()`: the payments arriving meanwhile form one batch. */
-const gate = (() => {
-  let armed = false
-  let release: () => void = () => {}
-  let opened = Promise.resolve()
-  return {
-    arm: () => {
-      armed = true
-      opened = new Promise<void>((resolve) => (release = resolve))
-    },
-    open: () => release(),
-    afterBroadcast: (tx: { readonly purpose: string }) =>
-      Effect.suspend(() => {
-        if (!armed || tx.purpose !== "settlement") return Effect.void
-        armed = false
-        return Effect.promise(() => opened)
-      })
-  }
-})()
+const gate = makeGate()
 
 const App = TestApp({
   BACKGROUND_WORKERS: "false",
