@@ -22,7 +22,8 @@ import { batch } from "../sql/Batch.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { AgentCall } from "../executions/AgentCall.js"
-import { canonical, executionStatements, priceOf } from "../executions/create.js"
+import { canonical, executionStatements } from "../executions/create.js"
+import { quoteOf } from "../../src/domain/Pricing.js"
 import { prepare } from "../executions/prepare.js"
 import { type LimitsSeen, RateLimits } from "../executions/RateLimits.js"
 import { ExecutionsRepo } from "../executions/Repo.js"
@@ -164,8 +165,7 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         const { agent, capability } = yield* check(req)
         const caller = token.cc[token.cc.length - 1] ?? token.pa ?? ""
         yield* calleeAccepts(agent, caller)
-        const agentFee = capability.pricing.basePrice
-        const price = priceOf(agentFee)
+        const { agentFee, price } = quoteOf(capability)
         yield* gate(chain, token.cid, price, now)
         const requestHash = sha256(canonical({ targetAgentId: req.targetAgentId, capabilityId: req.capabilityId, input: req.input }))
         const repeat = (existing: { readonly id: string; readonly requestHash: string }) =>

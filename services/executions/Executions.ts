@@ -30,7 +30,8 @@ import { UrlGuard } from "../../layers/UrlGuard.js"
 import { AgentCall } from "./AgentCall.js"
 import { ChainCalls } from "../chains/Children.js"
 import { ChainRoots } from "../chains/Root.js"
-import { canonical, executionStatements, idempotencyKeyOf, priceOf } from "./create.js"
+import { executionStatements, idempotencyKeyOf } from "./create.js"
+import { quoteOf } from "../../src/domain/Pricing.js"
 import { lookUpCallback, prepare } from "./prepare.js"
 import { paidCallDeadlineMs } from "./deadline.js"
 import { requestHashOf, resending } from "./resend.js"
@@ -132,8 +133,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const [again, checked] = yield* Effect.all([resend(req, ctx.payment, ctx.chainBudget), Effect.either(check(req))], { concurrency: 2 })
         if (Option.isSome(again)) return again.value
         const { agent, capability, callbackUrl } = yield* checked
-        const agentFee = capability.pricing.basePrice
-        const price = priceOf(agentFee)
+        const { agentFee, price } = quoteOf(capability)
         const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
         // Who pays: an x402 payment of exactly the price, or of the whole budget for a chain's root.
         const { payment: verified, presentation, priced } = yield* paywall.charge(

@@ -7,6 +7,7 @@ import { actionsOf, type Step } from "../../machines/step.js"
 import { newEscrowId, newTransactionId } from "../../src/domain/Ids.js"
 import { canonicalJson } from "../../src/domain/Json.js"
 import { EXECUTION_PLATFORM_FEE, splitAgentFee } from "../../src/domain/Money.js"
+import { priceOf } from "../../src/domain/Pricing.js"
 
 export interface NewExecution {
   readonly requestId: string
@@ -32,9 +33,6 @@ export const canonical = canonicalJson
 /** A request's idempotency key: the body's `idempotencyKey`, else the payer's x402 v2 payment-identifier (docs/clients.md). */
 export const idempotencyKeyOf = (bodyKey: string | undefined, paymentIdentifier: string | undefined): string | undefined =>
   bodyKey ?? (paymentIdentifier === undefined ? undefined : `x402-payment-identifier:${paymentIdentifier}`)
-
-/** The price of a call: the platform fee plus the capability's price. */
-export const priceOf = (agentFee: bigint) => EXECUTION_PLATFORM_FEE + agentFee
 
 export const executionStatements = (sql: SqlClient.SqlClient, e: NewExecution) => {
   const escrowId = newEscrowId()

@@ -16,6 +16,7 @@ import { ErrorCodes } from "../domain/Errors.js"
 import { healthBandOf } from "../domain/Health.js"
 import { AgentId } from "../domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc } from "../domain/Money.js"
+import { quoteOf } from "../domain/Pricing.js"
 
 export const ERRORS_URI = "marketplace://errors"
 export const CAPABILITY_TEMPLATE = "marketplace://agents/{agentId}/capabilities/{capabilityId}"
@@ -93,7 +94,7 @@ export class McpResources extends Effect.Service<McpResources>()("mcp/McpResourc
           cost: {
             agentFee: formatUsdc(found.pricing.basePrice),
             platformFee: formatUsdc(EXECUTION_PLATFORM_FEE),
-            total: formatUsdc(found.pricing.basePrice + EXECUTION_PLATFORM_FEE)
+            total: formatUsdc(quoteOf(found).price)
           },
           execute: { method: "POST", path: "/api/v1/execute", body: { targetAgentId: agent.id, capabilityId: found.id, input: "an object matching capability.inputSchema" } }
         })
