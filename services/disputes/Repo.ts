@@ -139,3 +139,11 @@ export class DisputesRepo extends Effect.Service<DisputesRepo>()("disputes/Repo"
     return { find, lock, findByExecution, listByAgent, summary, listByStatus, evidence, evidenceCount, addEvidence, timeline, addTimeline } as const
   })
 }) {}
+
+/** What a dispute's freeze took back from an agent that had already withdrawn its earnings (the execution's step records it). */
+export const debtStatement = (sql: SqlClient.SqlClient, disputeId: string, debt: bigint) =>
+  sql`UPDATE disputes SET debt = ${debt.toString()} WHERE id = ${disputeId}`
+
+/** The debt its freeze recorded (0 when none), for the resolution's movements. */
+export const debtOf = (sql: SqlClient.SqlClient, disputeId: string) =>
+  Effect.map(sql<{ debt: string }>`SELECT debt::text AS debt FROM disputes WHERE id = ${disputeId}`, (rows) => BigInt(rows[0]?.debt ?? "0"))

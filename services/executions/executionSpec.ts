@@ -9,9 +9,10 @@ import { formatUsdc } from "../../src/domain/Money.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
-import { RefundsRepo } from "../refunds/Repo.js"
+import { RefundsRepo, retryNowStatement } from "../refunds/Repo.js"
 import { Outcomes } from "../reputation/Outcomes.js"
 import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
+import { debtOf, debtStatement } from "../disputes/Repo.js"
 import { type EscrowStatus, type ExecutionRow, ExecutionsRepo, type LockedExecution } from "./Repo.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
@@ -193,7 +194,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
             } else {
               yield* moveEscrow(row, "dispute_freeze", "disputed", event.at, freezeHeld(money))
             }
-            yield* sql`UPDATE disputes SET debt = ${debt.toString()} WHERE id = ${event.disputeId}`
+            yield* debtStatement(sql, event.disputeId, debt)
             yield* outbox.emit("escrow.disputed", row.agentId, {
               disputeId: event.disputeId,
               transactionId: row.transactionId,
@@ -207,9 +208,8 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         settleDispute: ({ clientShare }, { row, event }) =>
           Effect.gen(function* () {
             if (event.type !== "DISPUTE_RESOLVED") return yield* Effect.dieMessage(`settleDispute on ${event.type}`)
-            const [dispute] = yield* sql<{ debt: string }>`SELECT debt::text AS debt FROM disputes WHERE id = ${event.disputeId}`
             const share = BigInt(clientShare)
-            const outcome = resolve(moneyOf(row), share, BigInt(dispute?.debt ?? "0"))
+            const outcome = resolve(moneyOf(row), share, yield* debtOf(sql, event.disputeId))
             yield* moveEscrow(row, "dispute_resolution", share > 0n ? "refunding" : "released", event.at, outcome.movements)
             if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
             if (outcome.toAgent > 0n) yield* announceRelease(row, outcome.toAgent)
@@ -242,7 +242,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
           }),
         // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.
         retryRefund: (_, { row, event }) =>
-          sql`UPDATE refunds SET next_attempt_at = ${new Date(event.at)} WHERE execution_id = ${row.id} AND status = 'pending'`.pipe(Effect.asVoid),
+          retryNowStatement(sql, row.id, event.at).pipe(Effect.asVoid),
         voidEscrow: (_, { row, event }) =>
           moveEscrow(row, "escrow_void", "void", event.at, [{ debit: Accounts.escrow, credit: Accounts.settlementReceivable, amount: row.price }])
       },

@@ -8,6 +8,7 @@ import { Conflict, NotFound } from "../../src/domain/Errors.js"
 import type { AgentId } from "../../src/domain/Ids.js"
 import { AgentCache } from "../agents/AgentCache.js"
 import { Agents } from "../agents/Agents.js"
+import { retryOneNowStatement } from "../refunds/Repo.js"
 import { DeliveryLog } from "../webhooks/DeliveryLog.js"
 import { type ActionView, type OperatorIdentity, OperatorLog } from "./Actions.js"
 
@@ -212,7 +213,7 @@ export class Levers extends Effect.Service<Levers>()("operator/Levers", {
           const pending = refund.status === "pending"
           const action = yield* sql.withTransaction(
             Effect.gen(function* () {
-              const moved = pending ? yield* sql`UPDATE refunds SET next_attempt_at = ${new Date(at)} WHERE id = ${refundId} AND status = 'pending' RETURNING id` : []
+              const moved = pending ? yield* retryOneNowStatement(sql, refundId, at) : []
               return yield* log.record(who, {
                 action: "retry_refund",
                 machine,

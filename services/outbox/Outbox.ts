@@ -56,3 +56,7 @@ export class Outbox extends Effect.Service<Outbox>()("Outbox", {
     return { emit, emitComputed, emitStatement } as const
   })
 }) {}
+
+/** The dispatcher handed these events to their subscriptions (services/webhooks/Dispatcher.ts). */
+export const dispatchedStatement = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>, at: number) =>
+  sql`UPDATE outbox_events SET dispatched_at = ${new Date(at)} WHERE id IN ${sql.in(ids)}`

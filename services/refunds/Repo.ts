@@ -43,3 +43,13 @@ export class RefundsRepo extends Effect.Service<RefundsRepo>()("refunds/RefundsR
     return { create, createForChain } as const
   })
 }) {}
+
+// A refund waiting for its next try (a failed attempt) is tried now; one in flight is the treasury worker's and does not move.
+
+/** An execution's refund, on its machine's REFUND_RETRY. */
+export const retryNowStatement = (sql: SqlClient.SqlClient, executionId: string, at: number) =>
+  sql`UPDATE refunds SET next_attempt_at = ${new Date(at)} WHERE execution_id = ${executionId} AND status = 'pending'`
+
+/** One refund by id (the operator's lever): the ids it moved. */
+export const retryOneNowStatement = (sql: SqlClient.SqlClient, refundId: string, at: number) =>
+  sql<{ id: string }>`UPDATE refunds SET next_attempt_at = ${new Date(at)} WHERE id = ${refundId} AND status = 'pending' RETURNING id`

@@ -5,6 +5,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Clock, Duration, Effect, Layer, Queue, Schema, Stream } from "effect"
 import { startMachine } from "../../machines/step.js"
 import { deliveryMachine } from "../../machines/webhookDelivery.js"
+import { dispatchedStatement } from "../outbox/Outbox.js"
 import { DeliveriesRepo } from "./DeliveriesRepo.js"
 import { matches, WEBHOOK_EVENTS } from "./events.js"
 import { WebhooksRepo } from "./Repo.js"
@@ -43,7 +44,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
         // One statement for all of them (one round trip per pass, not one per delivery: under load the inserts were
         // what kept the sender from keeping up).
         yield* deliveries.insertAll(created)
-        yield* sql`UPDATE outbox_events SET dispatched_at = ${new Date(now)} WHERE id IN ${sql.in(events.map((e) => e.id))}`
+        yield* dispatchedStatement(sql, events.map((e) => e.id), now)
         return events.length
       })
     ).pipe(Effect.withSpan("Dispatcher.dispatchDue"))
