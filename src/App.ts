@@ -16,6 +16,9 @@ import { AgentRegistration } from "../services/agents/Registration.js"
 import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Chains } from "../services/chains/Chains.js"
+import { ChainCalls } from "../services/chains/Children.js"
+import { ChainBudgetReturnsLive } from "../services/chains/Repo.js"
+import { ChainRoots } from "../services/chains/Root.js"
 import { SpendingLimits } from "../services/limits/SpendingLimits.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
@@ -112,7 +115,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = withTransitionMetrics(MachineRunnersLive).pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default).pipe(Layer.provide(ChainBudgetReturnsLive)))
 )
 
 /**
@@ -135,6 +138,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Executions.Default,
         Receipts.Default,
         Chains.Default,
+        ChainCalls.Default,
+        ChainRoots.Default,
         SpendingLimits.Default,
         Balances.Default,
         Payments.Default,

@@ -1,15 +1,11 @@
 // Reading chains: the traced tree and its cost (by chain id or root transaction id), and the budget a chain would need.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { UrlGuard } from "../../layers/UrlGuard.js"
 import type { BudgetCheck, BudgetCheckRequest, ChainView } from "../../src/domain/Chain.js"
 import { NotFound } from "../../src/domain/Errors.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc } from "../../src/domain/Money.js"
 import { priceOf } from "../../src/domain/Pricing.js"
-import { Agents } from "../agents/Agents.js"
-import { JsonSchemas } from "../agents/JsonSchemas.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { prepare } from "../executions/prepare.js"
+import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import { estimate, MAX_CHAIN_BUDGET, MIN_CHAIN_BUDGET, subAgentCosts } from "./budget.js"
 import { MIN_CHAIN_REPUTATION } from "./Children.js"
 import { ChainsRepo } from "./Repo.js"
@@ -22,7 +18,6 @@ export class Chains extends Effect.Service<Chains>()("chains/Chains", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const repo = yield* ChainsRepo
-    const check = yield* prepare
 
     const load = (key: string) =>
       Effect.gen(function* () {
@@ -51,9 +46,10 @@ export class Chains extends Effect.Service<Chains>()("chains/Chains", {
      * What a chain rooted at this call would cost: the call itself, and below it what this agent's past chains spent
      * per level (or the heuristic when it has none), plus 20% contingency; recommended: the estimate plus 50%.
      */
-    const budgetCheck = (req: BudgetCheckRequest) =>
+    /** `admitted`: the agent and capability as the paid-call pipeline's checks before payment found them. */
+    const budgetCheck = (req: BudgetCheckRequest, admitted: { readonly agent: AgentRecord; readonly capability: Capability }) =>
       Effect.gen(function* () {
-        const { agent, capability } = yield* check({ targetAgentId: req.targetAgentId, capabilityId: req.capabilityId, input: req.input })
+        const { agent, capability } = admitted
         const depth = req.estimatedDepth ?? 1
         const agentFee = capability.pricing.basePrice
         const history = yield* repo.spentByDepth(agent.id, HISTORY_CHAINS).pipe(Effect.orDie)
@@ -89,5 +85,5 @@ export class Chains extends Effect.Service<Chains>()("chains/Chains", {
 
     return { status, cost, budgetCheck } as const
   }),
-  dependencies: [ChainsRepo.Default, Agents.Default, JsonSchemas.Default, Circuits.Default, UrlGuard.Default]
+  dependencies: [ChainsRepo.Default]
 }) {}

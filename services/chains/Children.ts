@@ -1,66 +1,30 @@
-// A sub-call inside a chain: POST /execute with X-Chain-Token and no payment. Every refusal (token, chain, depth, cycle,
-// the callee's settings and standing, the budget) comes before anything is reserved; then one transaction reserves the
-// price from the chain's budget (one UPDATE under the chain row's lock) and holds it in the call's escrow.
-import { SqlClient } from "@effect/sql"
-import { Clock, Config, Effect, Option } from "effect"
-import { randomBytes } from "node:crypto"
-import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
-import { sha256 } from "../../layers/x402/payment.js"
+// A sub-call inside a chain: POST /execute with X-Chain-Token and no payment. The chain is the call's funding
+// (src/domain/Funding.ts, ChainBudget): every refusal the chain decides (token, chain, depth, cycle, the callee's settings
+// and standing, the budget) comes before anything is reserved; the price is reserved from the budget (one UPDATE under the
+// chain row's lock) in the executions pipeline's reservation transaction.
+import { Clock, Effect, Option } from "effect"
 import { CHAIN_TIMEOUT_MS } from "../../machines/chain.js"
-import { executionMachine } from "../../machines/execution.js"
-import { MachineHost } from "../../machines/Host.js"
-import { startMachine, stepMachine } from "../../machines/step.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
-import { BadRequest, BudgetExceeded, ChainTimeout, Conflict, Forbidden, NotFound, RateLimited } from "../../src/domain/Errors.js"
-import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
-import { newId, newPaymentId } from "../../src/domain/Ids.js"
+import { BadRequest, BudgetExceeded, ChainTimeout, Forbidden, NotFound } from "../../src/domain/Errors.js"
+import type { ExecuteRequest } from "../../src/domain/Execution.js"
+import type { CallContext, ChainBudgetFunding } from "../../src/domain/Funding.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { UrlGuard } from "../../layers/UrlGuard.js"
-import { Agents } from "../agents/Agents.js"
-import { JsonSchemas } from "../agents/JsonSchemas.js"
-import { batch } from "../sql/Batch.js"
-import { isUniqueViolation } from "../sql/SqlErrors.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { AgentCall } from "../executions/AgentCall.js"
-import { canonical, executionStatements } from "../executions/create.js"
-import { quoteOf } from "../../src/domain/Pricing.js"
-import { prepare } from "../executions/prepare.js"
-import { type LimitsSeen, RateLimits } from "../executions/RateLimits.js"
-import { ExecutionsRepo } from "../executions/Repo.js"
-import * as View from "../executions/View.js"
-import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { type ChainRow, ChainsRepo, type Reserved } from "./Repo.js"
-import { ChainRoots, newSpanId } from "./Root.js"
+import { newSpanId } from "./Root.js"
 import { cycleOf } from "./token.js"
 import type { ChainTokenPayload } from "./token.js"
 import { ChainTokens } from "./Tokens.js"
 
 /** Spec: a chained callee needs a reputation of at least 40. */
 export const MIN_CHAIN_REPUTATION = 40
-const DEADLINE_GRACE_MS = 60_000
-
-/** A chained call's read-back handle: 256 random bits (docs/chains.md, "Reading a call's result again"). */
-export const newReadHandle = () => `chr_${randomBytes(32).toString("base64url")}`
-
 const ended = (chain: ChainRow) => chain.status === "completed" || chain.status === "failed" || chain.status === "partial"
 
 export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls", {
   effect: Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const tokens = yield* ChainTokens
     const repo = yield* ChainsRepo
-    const roots = yield* ChainRoots
-    const check = yield* prepare
-    const rateLimits = yield* RateLimits
-    const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const host = yield* MachineHost
-    const agentCall = yield* AgentCall
-    const circuits = yield* Circuits
-    const executions = yield* ExecutionsRepo
-    const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
-    const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
 
     /** Why a chain cannot pay `price` now (none: it can, as far as a read can tell; the reservation decides). */
     const gate = (chain: Option.Option<ChainRow>, chainId: string, price: bigint, now: number) =>
@@ -127,20 +91,12 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         return { chainId: token.cid, depth: token.d, remainingBudget: formatUsdc(remaining), childToken }
       })
 
-    /** `readHandle`: only in the answer that created the call (the service keeps its hash, never the handle). */
-    const answer = (id: string, token: ChainTokenPayload, readHandle?: string) =>
-      Effect.gen(function* () {
-        const row = Option.getOrThrow(yield* executions.find(id).pipe(Effect.orDie))
-        const chain = yield* infoFor(token)
-        return {
-          ...View.forClient(row, true),
-          transactionId: row.transactionId,
-          chain: readHandle === undefined ? chain : { ...chain, readHandle }
-        } satisfies ExecutionView
-      })
-
-    /** `limits`: where the paying client's windows are noted once counted (X-RateLimit-* on the answer). */
-    const call = (req: ExecuteRequest, header: string, async: boolean, limits?: LimitsSeen) =>
+    /**
+     * A call inside a chain, funded by its budget: every refusal the chain itself decides (token, chain, depth, cycle)
+     * now; the callee's and the budget's once the pipeline knows the agent and the price; the budget taken under the
+     * chain row's lock in the pipeline's reservation transaction.
+     */
+    const fund = (req: ExecuteRequest, header: string, async: boolean) =>
       Effect.gen(function* () {
         if (async || req.callbackUrl !== undefined || req.webhookUrl !== undefined) {
           const message = "chained calls are answered synchronously (no async=true, callbackUrl or webhookUrl)"
@@ -162,128 +118,62 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
         if (cycle !== null) {
           return yield* new BadRequest({ code: "CIRCULAR_DEPENDENCY", message: "the target agent is already in this call chain", details: { chain: cycle } })
         }
-        const { agent, capability } = yield* check(req)
         const caller = token.cc[token.cc.length - 1] ?? token.pa ?? ""
-        yield* calleeAccepts(agent, caller)
-        const { agentFee, price } = quoteOf(capability)
-        yield* gate(chain, token.cid, price, now)
-        const requestHash = sha256(canonical({ targetAgentId: req.targetAgentId, capabilityId: req.capabilityId, input: req.input }))
-        const repeat = (existing: { readonly id: string; readonly requestHash: string }) =>
-          existing.requestHash === requestHash
-            ? answer(existing.id, token)
-            : Effect.fail(new Conflict({ code: "IDEMPOTENCY_CONFLICT", message: "this idempotencyKey was used with a different agent, capability or input", details: { requestId: existing.id } }))
-        // Sub-calls count against the paying client's window (the chain's payer), like its own calls (a repeat
-        // of an idempotent sub-call too, as a paid repeat is).
-        const window = yield* rateLimits.consume(agent.id, payer, limits).pipe(Effect.orDie)
-        if (window.exceeded) {
-          yield* rateLimits.release(agent.id, payer, limits).pipe(Effect.orDie)
-          return yield* new RateLimited({
-            code: "RATE_LIMITED",
-            message: "too many requests in the current window; nothing was reserved",
-            details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
-          })
-        }
-        if (req.idempotencyKey !== undefined) {
-          const existing = yield* executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie)
-          if (Option.isSome(existing)) return yield* repeat(existing.value)
-        }
 
-        const requestId = newId("req")
-        const paymentId = newPaymentId()
-        // The call's read-back handle (its "payment header" for GET /execute/:id): random, given once to the caller. It
-        // must not be computable from public ids (request and chain ids are public); the chain's payer reads with the root's.
-        const readHandle = newReadHandle()
-        // Paid from the budget: the payment is settled from the start (the budget is treasury money since the root settled).
-        const started = startMachine(executionMachine, { retryWindowMs, deadlineMs: timeoutMs + DEADLINE_GRACE_MS, startedAt: now, chained: true })
-        const settled = stepMachine(executionMachine, started.persisted, { type: "PAYMENT_SETTLED", at: now })
-        const created = executionStatements(sql, {
-          requestId,
-          paymentId,
-          payer,
-          agentId: agent.id,
-          capabilityId: capability.id,
-          input: req.input,
-          requestHash,
-          idempotencyKey: req.idempotencyKey,
-          mode: "sync",
-          callbackUrl: undefined,
-          agentFee,
-          start: { ...started, snapshot: settled.snapshot, persisted: settled.persisted },
-          now,
-          chain: { chainId: token.cid, depth: token.d, parentExecutionId: token.pe }
-        })
-        const hold = yield* ledger.transferStatements({
-          kind: "chain_spend",
-          movements: [{ debit: Accounts.chainBudgets, credit: Accounts.escrow, amount: price }],
-          paymentId,
-          agentId: agent.id,
-          subjectId: requestId
-        }).pipe(Effect.orDie)
-        type Reservation = { readonly _tag: "Reserved"; readonly reserved: Reserved } | { readonly _tag: "Repeat"; readonly view: ExecutionView }
-        const made = yield* sql.withTransaction(
+        /** The budget taken (one UPDATE under the chain row's lock), the chain's events, the callee's token. */
+        const reserve: ChainBudgetFunding["reserve"] = ({ requestId, transactionId, agentId, price }) =>
           Effect.gen(function* () {
-            // Lock order: the parent execution (its key, which the new row's foreign key needs) before the chain row, as
-            // a failing parent's step does (its row, then the chain's to give its reservation back): no deadlock.
-            yield* sql`SELECT 1 FROM executions WHERE id = ${token.pe} FOR KEY SHARE`
             const reservation = yield* repo.reserve(token.cid, price, new Date(now - CHAIN_TIMEOUT_MS))
             // Refused by the row itself (ended, too old, or concurrent calls took the budget): say which; nothing is reserved.
             if (Option.isNone(reservation)) return yield* refused(token.cid, price, now)
             const r = reservation.value
-            const event = { chainId: token.cid, requestId, transactionId: created.transactionId, agentId: agent.id, parentRequestId: token.pe, depth: token.d }
-            yield* batch(sql, [
-              sql`INSERT INTO payments (id, purpose, subject_id, payer, pay_to, asset, network, amount, nonce, valid_after, valid_before,
-                                        signature, header_sha256, status, tx_hash, settled_at)
-                  SELECT ${paymentId}, 'chain', ${requestId}, payer, pay_to, asset, network, ${price.toString()}, ${`0x${randomBytes(32).toString("hex")}`},
-                         0, 0, 'chain-budget', ${sha256(readHandle)}, 'settled', tx_hash, ${new Date(now)}
-                  FROM payments WHERE id = (SELECT payment_id FROM chains WHERE id = ${token.cid})`,
-              ...created.statements,
-              ...hold.statements,
+            const event = { chainId: token.cid, requestId, transactionId, agentId, parentRequestId: token.pe, depth: token.d }
+            const statements = [
               outbox.emitStatement("chain.child_spawned", r.rootAgentId, { ...event, cost: formatUsdc(price), remainingBudget: formatUsdc(r.remaining) }),
               ...(token.d === maxDepth ? [outbox.emitStatement("chain.depth_limit", r.rootAgentId, { ...event, maxDepth })] : []),
               ...(r.warn
                 ? [outbox.emitStatement("chain.budget_warning", r.rootAgentId, { chainId: token.cid, totalBudget: formatUsdc(r.totalBudget), remainingBudget: formatUsdc(r.remaining), threshold: "20%" })]
                 : [])
-            ])
-            return { _tag: "Reserved", reserved: r } satisfies Reservation
+            ]
+            return { statements, callContext: callContext(token, { maxDepth, payer }, r, agentId, requestId) }
           })
-        ).pipe(
-          Effect.catchTag("SqlError", (error): Effect.Effect<Reservation, Conflict> =>
-            isUniqueViolation(error, "executions_idempotency") && req.idempotencyKey !== undefined
-              ? Effect.flatMap(executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie), (existing) =>
-                Option.isSome(existing) ? Effect.map(repeat(existing.value), (view) => ({ _tag: "Repeat", view }) satisfies Reservation) : Effect.die(error))
-              : Effect.die(error)),
-          Effect.tapError(() => rateLimits.release(agent.id, payer, limits).pipe(Effect.orDie))
-        )
-        if (made._tag === "Repeat") return made.view
-        const reserved = made.reserved
 
-        // The callee hires in turn with a token one level deeper, its own span in the chain's trace.
+        return {
+          _tag: "ChainBudget",
+          chainId: token.cid,
+          depth: token.d,
+          parentExecutionId: token.pe,
+          payer,
+          now,
+          admit: (agent, price) => Effect.zipRight(calleeAccepts(agent, caller), gate(chain, token.cid, price, now)),
+          reserve,
+          info: (readHandle) =>
+            Effect.map(infoFor(token), (info) => Option.match(readHandle, { onNone: () => info, onSome: (handle) => ({ ...info, readHandle: handle }) }))
+        } satisfies ChainBudgetFunding
+      }).pipe(Effect.withSpan("ChainCalls.fund"))
+
+    /** The callee hires in turn with a token one level deeper, its own span in the chain's trace. */
+    const callContext = (token: ChainTokenPayload, chain: { readonly maxDepth: number; readonly payer: string }, reserved: Reserved, agentId: string, requestId: string) =>
+      Effect.gen(function* () {
         const spanId = newSpanId()
         const forwarded = yield* tokens.issue({
           cid: token.cid,
           d: token.d + 1,
-          md: maxDepth,
+          md: chain.maxDepth,
           rb: formatUsdc(reserved.remaining),
           tb: token.tb,
-          pa: agent.id,
-          rw: payer,
+          pa: agentId,
+          rw: chain.payer,
           sa: token.sa,
-          cc: [...token.cc, agent.id],
+          cc: [...token.cc, agentId],
           pe: requestId,
           ...(token.tid === undefined ? {} : { tid: token.tid }),
           sid: spanId
         })
-        const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability, {
-          chainToken: forwarded,
-          ...(token.tid === undefined ? {} : { traceparent: `00-${token.tid}-${spanId}-01` })
-        })
-        yield* host.deliverNow("execution", requestId, outcome.event).pipe(Effect.orDie)
-        yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-        yield* roots.check(token.cid).pipe(Effect.orDie)
-        return yield* answer(requestId, token, readHandle)
-      }).pipe(Effect.withSpan("ChainCalls.call"))
+        return { chainToken: forwarded, ...(token.tid === undefined ? {} : { traceparent: `00-${token.tid}-${spanId}-01` }) } satisfies CallContext
+      })
 
-    return { call } as const
+    return { fund } as const
   }),
-  dependencies: [ChainTokens.Default, ChainsRepo.Default, ChainRoots.Default, RateLimits.Default, Agents.Default, JsonSchemas.Default, UrlGuard.Default, Ledger.Default, Outbox.Default, MachineHost.Default, AgentCall.Default, Circuits.Default, ExecutionsRepo.Default]
+  dependencies: [ChainTokens.Default, ChainsRepo.Default, Outbox.Default]
 }) {}

@@ -2,7 +2,8 @@
 // reservation and its give-back, and the executions of a chain for its tree and cost.
 import { SqlClient } from "@effect/sql"
 import { rowsOf } from "../sql/Rows.js"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema } from "effect"
+import { ChainBudgetReturns } from "../../src/domain/Funding.js"
 
 export const ChainStatus = Schema.Literal("pending", "running", "completed", "failed", "partial")
 export type ChainStatus = typeof ChainStatus.Type
@@ -154,3 +155,16 @@ export class ChainsRepo extends Effect.Service<ChainsRepo>()("chains/ChainsRepo"
     return { find, findByKey, lock, reserve, nodes, spentByDepth } as const
   })
 }) {}
+
+/**
+ * The chain's side of a failed sub-call's give-back (the execution's step moves its own escrow): the reservation back
+ * into the budget, under the chain row's lock, so the chain's end (which refunds what remains) sees all of it or none.
+ */
+export const ChainBudgetReturnsLive = Layer.effect(ChainBudgetReturns, Effect.map(SqlClient.SqlClient, (sql) => ({
+  giveBack: (chainId: string, amount: bigint) =>
+    Effect.map(sql<{ rootAgentId: string; remaining: string }>`
+      UPDATE chains SET remaining = remaining + ${amount.toString()}::bigint, updated_at = now()
+      WHERE id = ${chainId} AND status IN ('pending', 'running')
+      RETURNING root_agent_id::text AS root_agent_id, remaining::text AS remaining`, (rows) =>
+      Option.map(Option.fromNullable(rows[0]), (r) => ({ rootAgentId: r.rootAgentId, remaining: BigInt(r.remaining) })))
+})))

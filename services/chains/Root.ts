@@ -1,24 +1,20 @@
-// The root of a chain: a paid POST /execute with X-Chain-Budget. Checked before payment; its payment (the whole budget)
-// books the root's price into escrow and the rest into chain_budgets; it is settled before the root agent is called (a
-// budget is spent only once it is treasury money); the root agent gets X-Chain-Token for its sub-calls.
+// The root of a chain: a paid POST /execute with X-Chain-Budget, whose x402 payment buys the whole budget
+// (src/domain/Funding.ts, BudgetPurchase). Checked before payment; its payment books the root's price into escrow and the
+// rest into chain_budgets; the pipeline settles it before the root agent is called (a budget is spent only once it is
+// treasury money) and tells the chain (FUNDED, CHECK); the root agent gets X-Chain-Token for its sub-calls.
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Either, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { currentTraceId } from "../../layers/outbound/trace.js"
-import type { VerifiedPayment } from "../../layers/x402/payment.js"
-import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { CHAIN_TIMEOUT_MS, chainMachine } from "../../machines/chain.js"
-import { MachineHost } from "../../machines/Host.js"
 import { historyStatement, scheduleStatement } from "../../machines/runner.js"
 import { actionsOf, startMachine } from "../../machines/step.js"
-import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
+import type { AgentRecord } from "../../src/domain/Agent.js"
+import type { BudgetPurchase, CallContext, PlannedBudget, RootCall } from "../../src/domain/Funding.js"
 import { BadRequest, BudgetExceeded, Forbidden } from "../../src/domain/Errors.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { AgentCall } from "../executions/AgentCall.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
-import { Payments } from "../payments/Payments.js"
 import { parseChainBudget } from "./budget.js"
 import { ChainsRepo } from "./Repo.js"
 import { ChainTokens } from "./Tokens.js"
@@ -54,10 +50,6 @@ export class ChainRoots extends Effect.Service<ChainRoots>()("chains/ChainRoots"
     const repo = yield* ChainsRepo
     const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const host = yield* MachineHost
-    const payments = yield* Payments
-    const agentCall = yield* AgentCall
-    const circuits = yield* Circuits
 
     /** The chain a request would start (none without X-Chain-Budget); every refusal before anything is paid. */
     const admit = (header: string | undefined, agent: AgentRecord, price: bigint, async: boolean) =>
@@ -167,51 +159,28 @@ export class ChainRoots extends Effect.Service<ChainRoots>()("chains/ChainRoots"
         return { token, info }
       })
 
-    /** Something in the chain answered: its machine ends the chain if nothing else can spend or give back budget. */
-    const check = (chainId: string) =>
-      Effect.flatMap(Clock.currentTimeMillis, (at) => host.deliverNow("chain", chainId, { type: "CHECK", at })).pipe(Effect.asVoid)
-
     /**
-     * Settles the whole budget, then calls the root agent with its token (never on money that did not arrive: a payment
-     * that failed or is still unsettled fails the call without calling the agent; its machine refunds or voids it).
+     * X-Chain-Budget as the x402 funding's budget purchase: parsed at once (a re-send must match it), every refusal once
+     * the pipeline knows the agent and the root's price, then the chain's part of the root's creation, call and answer.
      */
-    const run = (plan: RootPlan, root: {
-      readonly requestId: string
-      readonly paymentId: string
-      readonly payment: VerifiedPayment
-      readonly requirements: PaymentRequirements
-      readonly agent: AgentRecord
-      readonly capability: Capability
-      readonly input: unknown
-      readonly startedAt: Date
-    }) =>
-      Effect.gen(function* () {
-        const settlement = yield* payments.settleOnChain(root.paymentId, root.payment, root.requirements)
-        const outcome = settlement.outcome
-        yield* sql.withTransaction(
-          Effect.gen(function* () {
-            yield* payments.recordIn(root.paymentId, settlement)
-            if (outcome._tag === "Settled") yield* host.deliver("chain", plan.chainId, { type: "FUNDED", at: yield* Clock.currentTimeMillis })
-          })
-        )
-        if (outcome._tag !== "Settled") {
-          const error = outcome._tag === "Failed"
-            ? `the chain's payment failed (${outcome.reason}); the agent was not called`
-            : "the chain's payment is not settled yet; the agent was not called and the payment is refunded once it settles"
-          yield* host.deliverNow("execution", root.requestId, { type: "AGENT_FAILED", at: yield* Clock.currentTimeMillis, timedOut: false, error, kind: "payment" })
-        } else {
-          const { token } = yield* rootToken(plan, { requestId: root.requestId, agentId: root.agent.id, payer: root.payment.payer, startedAt: root.startedAt })
-          const called = yield* agentCall.call({ id: root.requestId, input: root.input }, root.agent, root.capability, {
-            chainToken: token,
-            traceparent: `00-${plan.traceId}-${plan.spanId}-01`
-          })
-          yield* host.deliverNow("execution", root.requestId, called.event)
-          yield* circuits.observe(root.agent.id, root.agent.circuitState, called.success)
-        }
-        yield* check(plan.chainId)
-      }).pipe(Effect.withSpan("ChainRoots.run"))
+    const purchase = (header: string): BudgetPurchase => ({
+      requested: Either.map(parseChainBudget(header), Option.getOrThrow),
+      plan: (agent, price, async) =>
+        Effect.map(admit(header, agent, price, async), (planned) => {
+          const plan = Option.getOrThrow(planned)
+          const started = (root: RootCall) => ({ requestId: root.requestId, agentId: root.agentId, payer: root.payer, startedAt: new Date(root.now) })
+          return {
+            chainId: plan.chainId,
+            budget: plan.budget,
+            statements: (root) => statements(plan, root),
+            callContext: (root) =>
+              Effect.map(rootToken(plan, started(root)), ({ token }): CallContext => ({ chainToken: token, traceparent: `00-${plan.traceId}-${plan.spanId}-01` })),
+            info: (root) => Effect.map(rootToken(plan, started(root)), ({ info }) => info)
+          } satisfies PlannedBudget
+        })
+    })
 
-    return { admit, statements, run, rootToken, check } as const
+    return { purchase } as const
   }),
-  dependencies: [ChainTokens.Default, ChainsRepo.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Payments.Default, AgentCall.Default, Circuits.Default]
+  dependencies: [ChainTokens.Default, ChainsRepo.Default, Ledger.Default, Outbox.Default]
 }) {}

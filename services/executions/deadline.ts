@@ -1,5 +1,6 @@
 // How long a synchronous paid call may keep its client waiting once its payment is accepted (PAID_CALL_DEADLINE_MS).
-import { Config } from "effect"
+import { Config, Effect } from "effect"
+import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 
 /** Beyond the agent's own timeout, what the settlement may add before the call answers with its status URL instead. */
 export const SETTLEMENT_SLACK_MS = 30_000
@@ -20,3 +21,19 @@ export const paidCallDeadlineMs = (executionTimeoutMs: number) =>
       validation: (n) => n >= executionTimeoutMs && n <= MAX_DEADLINE_MS
     })
   )
+
+/** Extra time past the agent timeout after which a running attempt with no recorded result is declared dead. */
+const DEADLINE_GRACE_MS = 60_000
+
+/** The pipeline's clocks: the retry window, the attempt's deadline (its machine's timer), the sync answer's wait. */
+export interface Timing {
+  readonly retryWindowMs: number
+  readonly deadlineMs: number
+  readonly answerWithinMs: number
+}
+
+export const timing = Effect.gen(function* () {
+  const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
+  const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
+  return { retryWindowMs, deadlineMs: timeoutMs + DEADLINE_GRACE_MS, answerWithinMs: yield* paidCallDeadlineMs(timeoutMs) } satisfies Timing
+})

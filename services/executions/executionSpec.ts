@@ -5,6 +5,7 @@ import { Effect, Option, Schema } from "effect"
 import { type ExecutionContext, type ExecutionEvent, executionMachine, executionStatus } from "../../machines/execution.js"
 import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot, type PersistedSnapshot, type Step } from "../../machines/step.js"
+import { ChainBudgetReturns } from "../../src/domain/Funding.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
@@ -81,6 +82,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const outcomes = yield* Outcomes
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
+    const chainBudgets = yield* ChainBudgetReturns
 
     /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
     const moveEscrow = (row: ExecutionRow, kind: string, status: EscrowStatus, at: number, movements: ReadonlyArray<Movement>) =>
@@ -218,16 +220,14 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
           Effect.gen(function* () {
             if (row.chainId === null) return yield* Effect.dieMessage(`returnToChain on ${row.id}, which is not in a chain`)
             // Under the chain row's lock: the chain's end (which refunds what remains) sees this give-back or none of it.
-            const [chain] = yield* sql<{ rootAgentId: string; remaining: string }>`
-              UPDATE chains SET remaining = remaining + ${row.price.toString()}::bigint, updated_at = now()
-              WHERE id = ${row.chainId} AND status IN ('pending', 'running')
-              RETURNING root_agent_id::text AS root_agent_id, remaining::text AS remaining`
-            if (chain === undefined) {
+            const returned = yield* chainBudgets.giveBack(row.chainId, row.price)
+            if (Option.isNone(returned)) {
               // The chain already ended (it ends only when no sub-call is in flight, so this is a safety net): the payer
               // gets this reservation back on its own.
               yield* moveEscrow(row, "refund_owed", "refunding", event.at, [{ debit: Accounts.escrow, credit: Accounts.refundsPayable, amount: row.price }])
               return yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: row.price })
             }
+            const chain = returned.value
             yield* moveEscrow(row, "chain_return", "returned", event.at, [{ debit: Accounts.escrow, credit: Accounts.chainBudgets, amount: row.price }])
             yield* outbox.emit("chain.partial_failure", chain.rootAgentId, {
               chainId: row.chainId,
@@ -237,7 +237,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               depth: row.depth,
               error: event.type === "AGENT_FAILED" ? event.error : "the sub-call died without a result",
               returned: formatUsdc(row.price),
-              remainingBudget: formatUsdc(BigInt(chain.remaining))
+              remainingBudget: formatUsdc(chain.remaining)
             })
           }),
         // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.

@@ -1,12 +1,14 @@
-// The end of a paid call: settle on chain and call the agent at the same time, then record both in one transaction
-// whose writes go as one batch (services/sql/UnitOfWork.ts); the machine releases the output only once both are in. A
-// crash in between is finished by the recovery workers and the deadline timers.
+// The run and record steps of an x402-funded call: settle on chain and call the agent at the same time, then record both
+// in one transaction whose writes go as one batch (services/sql/UnitOfWork.ts); the machine releases the output only once
+// both are in. A payment that buys a chain's budget settles first, then the agent is called (settleFirst). A crash in
+// between is finished by the recovery workers and the deadline timers.
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { MachineHost } from "../../machines/Host.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
+import type { PlannedBudget, RootCall } from "../../src/domain/Funding.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Payments, type Settlement } from "../payments/Payments.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
@@ -58,4 +60,39 @@ export const finish = Effect.gen(function* () {
       yield* circuits.observe(call.agent.id, call.agent.circuitState, outcome.success)
       return settledRow(after, settlement)
     })
+})
+
+/**
+ * A chain's root: its whole budget settles, then the root agent is called with its chain token (never on money that did
+ * not arrive: a payment that failed or is still unsettled fails the call without calling the agent; its machine refunds
+ * or voids it). The chain hears FUNDED with the settlement and CHECK once the root answered, as machine events.
+ */
+export const settleFirst = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const host = yield* MachineHost
+  const payments = yield* Payments
+  const agentCall = yield* AgentCall
+  const circuits = yield* Circuits
+  return (plan: PlannedBudget, call: PaidCall, root: RootCall) =>
+    Effect.gen(function* () {
+      const settlement = yield* payments.settleOnChain(call.paymentId, call.payment, call.requirements)
+      const outcome = settlement.outcome
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          yield* payments.recordIn(call.paymentId, settlement)
+          if (outcome._tag === "Settled") yield* host.deliver("chain", plan.chainId, { type: "FUNDED", at: yield* Clock.currentTimeMillis })
+        })
+      )
+      if (outcome._tag !== "Settled") {
+        const error = outcome._tag === "Failed"
+          ? `the chain's payment failed (${outcome.reason}); the agent was not called`
+          : "the chain's payment is not settled yet; the agent was not called and the payment is refunded once it settles"
+        yield* host.deliverNow("execution", call.requestId, { type: "AGENT_FAILED", at: yield* Clock.currentTimeMillis, timedOut: false, error, kind: "payment" })
+      } else {
+        const called = yield* agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability, yield* plan.callContext(root))
+        yield* host.deliverNow("execution", call.requestId, called.event)
+        yield* circuits.observe(call.agent.id, call.agent.circuitState, called.success)
+      }
+      yield* host.deliverNow("chain", plan.chainId, { type: "CHECK", at: yield* Clock.currentTimeMillis })
+    }).pipe(Effect.withSpan("ChainRoots.run"))
 })

@@ -5,11 +5,11 @@ import { AppConfig } from "../../layers/Config.js"
 import { type PresentedPayment, paymentIdentifierOfCredential } from "../../layers/x402/credential.js"
 import { PaymentRejected, sha256 } from "../../layers/x402/payment.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
-import { parseChainBudget } from "../chains/budget.js"
+import type { X402Funding } from "../../src/domain/Funding.js"
 import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
 import { canonical, idempotencyKeyOf } from "./create.js"
-import type { ExecuteOutcome } from "./Executions.js"
+import type { ExecuteOutcome } from "./outcome.js"
 import { Receipts } from "./Receipts.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
@@ -37,13 +37,14 @@ export const resending = Effect.gen(function* () {
    * None otherwise: the ordinary path then verifies the payment and refuses it as already used (a used header with
    * another body or key gets no free call and learns nothing of the first one).
    */
-  return (req: ExecuteRequest, presented: PresentedPayment, chainBudgetHeader: string | undefined) =>
+  return (req: ExecuteRequest, funding: X402Funding) =>
     Effect.gen(function* () {
+      const presented: PresentedPayment = funding.payment
       if (presented === undefined || presented instanceof PaymentRejected) return Option.none<ExecuteOutcome>()
       const prior = yield* payments.madeWith(presented)
       if (Option.isNone(prior) || prior.value.purpose !== "execution") return Option.none<ExecuteOutcome>()
       const found = yield* repo.find(prior.value.subjectId).pipe(Effect.orDie)
-      const budget = parseChainBudget(chainBudgetHeader)
+      const budget = funding.budget === undefined ? Either.right(Option.none<bigint>()) : Either.map(funding.budget.requested, Option.some)
       const identifier = yield* Effect.either(paymentIdentifierOfCredential(presented))
       if (Option.isNone(found) || Either.isLeft(budget) || Either.isLeft(identifier)) return Option.none<ExecuteOutcome>()
       const row = found.value

@@ -126,3 +126,22 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     return { reserveStatements, lock, find, findByHeader, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
   })
 }) {}
+
+/**
+ * A call inside a chain is paid from its chain's budget: a payment row settled from the start (the budget is treasury
+ * money since the root's payment settled), copied from the root's payment, with its read-back handle's hash.
+ */
+export const budgetPaymentStatement = (sql: SqlClient.SqlClient, p: {
+  readonly paymentId: string
+  readonly requestId: string
+  readonly chainId: string
+  readonly amount: bigint
+  readonly nonce: string
+  readonly handleSha256: string
+  readonly now: number
+}) =>
+  sql`INSERT INTO payments (id, purpose, subject_id, payer, pay_to, asset, network, amount, nonce, valid_after, valid_before,
+                            signature, header_sha256, status, tx_hash, settled_at)
+      SELECT ${p.paymentId}, 'chain', ${p.requestId}, payer, pay_to, asset, network, ${p.amount.toString()}, ${p.nonce},
+             0, 0, 'chain-budget', ${p.handleSha256}, 'settled', tx_hash, ${new Date(p.now)}
+      FROM payments WHERE id = (SELECT payment_id FROM chains WHERE id = ${p.chainId})`

@@ -8,12 +8,16 @@ import { Agents } from "../../services/agents/Agents.js"
 import { capabilityDiscovery } from "../../services/discovery/bazaar.js"
 import { ClientIds } from "../../services/disputes/ClientIds.js"
 import { BAZAAR } from "../../layers/x402/bazaar.js"
-import { Executions, type PaymentUse } from "../../services/executions/Executions.js"
+import { ChainCalls } from "../../services/chains/Children.js"
+import { ChainRoots } from "../../services/chains/Root.js"
+import { Executions } from "../../services/executions/Executions.js"
+import type { PaymentUse } from "../../services/executions/outcome.js"
 import { Receipts } from "../../services/executions/Receipts.js"
 import type { Remaining } from "../../services/executions/RateLimits.js"
 import { Paywall } from "../../services/payments/Paywall.js"
-import { BadGateway, GatewayTimeout } from "../domain/Errors.js"
-import type { Accepted, ExecutionView } from "../domain/Execution.js"
+import { BadGateway, BadRequest, GatewayTimeout } from "../domain/Errors.js"
+import type { Accepted, ExecuteRequest, ExecutionView } from "../domain/Execution.js"
+import type { Funding } from "../domain/Funding.js"
 import type { AgentId } from "../domain/Ids.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
@@ -94,6 +98,24 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
     const paywall = yield* Paywall
     const agents = yield* Agents
     const receipts = yield* Receipts
+    const chainCalls = yield* ChainCalls
+    const chainRoots = yield* ChainRoots
+    /**
+     * What pays for the call: the chain's budget (X-Chain-Token), or the x402 payment, buying a chain's whole budget
+     * with X-Chain-Budget (docs/chains.md).
+     */
+    const fundingOf = (payload: ExecuteRequest, headers: Parameters<typeof presentedFromHeaders>[0] & { readonly "x-chain-budget"?: string | undefined; readonly "x-chain-token"?: string | undefined }, async: boolean) => {
+      const budget = headers["x-chain-budget"]
+      const token = headers["x-chain-token"]
+      if (token === undefined) {
+        return Effect.succeed<Funding>({ _tag: "X402", payment: presentedFromHeaders(headers), ...(budget === undefined ? {} : { budget: chainRoots.purchase(budget) }) })
+      }
+      if (budget !== undefined) {
+        const message = "a chained call spends its chain's budget; X-Chain-Budget starts a new chain and cannot go with X-Chain-Token"
+        return Effect.fail(new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Chain-Budget", message }] } }))
+      }
+      return chainCalls.fund(payload, token, async)
+    }
     /** The `bazaar` extension of the capability a challenge is for (x402 discovery clients catalogue it); none if unknown. */
     const bazaar = (payload: { readonly targetAgentId: AgentId; readonly capabilityId: string }) =>
       agents.get(payload.targetAgentId).pipe(
@@ -105,13 +127,10 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
       )
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
-        Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => executions.execute(payload, {
-          payment: presentedFromHeaders(headers),
-          async: urlParams.async === "true",
-          chainBudget: headers["x-chain-budget"],
-          chainToken: headers["x-chain-token"],
-          limits
-        }).pipe(
+        Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => Effect.flatMap(
+          fundingOf(payload, headers, urlParams.async === "true"),
+          (funding) => executions.execute(payload, funding, { async: urlParams.async === "true", limits })
+        ).pipe(
           Effect.tap((outcome) =>
             outcome.payment !== null
               ? paymentHeaders(outcome.payment, clientIds.issue(outcome.payment.payer))

@@ -2,6 +2,7 @@
 // Chains service behind /api/v1/chains.
 import { Effect, Schema } from "effect"
 import { Chains } from "../../../services/chains/Chains.js"
+import { budgetCheck } from "../../../services/flows/budgetCheck.js"
 import { BudgetCheck, BudgetCheckRequest, ChainCost, ChainView } from "../../domain/Chain.js"
 import { ChainPath } from "../../http/ChainsApi.js"
 import { defineTool } from "../Tool.js"
@@ -14,6 +15,7 @@ const ChainKey = Schema.Struct({
 
 export const chainTools = Effect.gen(function* () {
   const chains = yield* Chains
+  const check = yield* budgetCheck
   return [
     defineTool({
       name: "check_chain_budget",
@@ -22,7 +24,7 @@ export const chainTools = Effect.gen(function* () {
         "Estimate what a chain of agent calls started at this capability would cost: the call itself, the platform fees, what sub-agents are likely to cost (from this agent's past chains, else one call per level), a 20% contingency, and a recommended budget (the estimate plus 50%) to send as X-Chain-Budget. The input is validated like an execution (agent, capability, input schema); warnings say when the agent cannot chain. Free; nothing is reserved.",
       input: BudgetCheckRequest,
       output: BudgetCheck,
-      run: (request) => chains.budgetCheck(request)
+      run: (request) => check(request)
     }),
     defineTool({
       name: "get_chain_status",

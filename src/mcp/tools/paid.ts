@@ -5,7 +5,8 @@ import { Effect, Schema } from "effect"
 import { AppConfig } from "../../../layers/Config.js"
 import { presentedFromV2Payload } from "../../../layers/x402/credential.js"
 import { AgentRegistration } from "../../../services/agents/Registration.js"
-import { Executions, type PaymentUse } from "../../../services/executions/Executions.js"
+import { Executions } from "../../../services/executions/Executions.js"
+import type { PaymentUse } from "../../../services/executions/outcome.js"
 import { Paywall } from "../../../services/payments/Paywall.js"
 import { RegisterAgentRequest } from "../../domain/Agent.js"
 import { Accepted, ExecuteRequest, ExecutionView } from "../../domain/Execution.js"
@@ -74,7 +75,7 @@ export const paidTools = Effect.gen(function* () {
       output: ExecuteOutput,
       paid: true,
       run: ({ async, ...request }, call) =>
-        executions.execute(request, { payment: presentedFromV2Payload(call.meta[PAYMENT_META]), async: async === true }).pipe(
+        executions.execute(request, { _tag: "X402", payment: presentedFromV2Payload(call.meta[PAYMENT_META]) }, { async: async === true }).pipe(
           Effect.mapError(asX402Challenge(paywall, { paymentIdentifier: true })),
           Effect.flatMap((outcome): Effect.Effect<WithMeta<typeof ExecuteOutput.Type>, ToolFailure> => {
             const handle = outcome.payment?.header ?? ""

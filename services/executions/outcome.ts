@@ -1,0 +1,27 @@
+// What the paid-call pipeline answers, and what its caller says about the request beside the funding.
+import type { ExecutionView } from "../../src/domain/Execution.js"
+import type { LimitsSeen } from "./RateLimits.js"
+import type { ExecutionReceipt } from "./receipt.js"
+
+export interface ExecuteContext {
+  readonly async: boolean
+  /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
+  readonly limits?: LimitsSeen | undefined
+}
+
+/** What the HTTP layer turns into headers: the accepted payment and its settlement (the windows: ExecuteContext.limits). */
+export interface PaymentUse {
+  /** The credential's text (X-PAYMENT-USED), and the x402 version and network name the receipt speaks. */
+  readonly header: string
+  readonly version: 1 | 2
+  readonly payer: string
+  readonly network: string
+  readonly settlementTxHash: string | null
+  /** The payer's signed receipt (receipt.ts), once the call completed and its payment settled; null otherwise. */
+  readonly receipt: ExecutionReceipt | null
+}
+
+export type ExecuteOutcome =
+  /** `payment` is null for a sub-call inside a chain (its chain's budget paid). */
+  | { readonly _tag: "Done"; readonly view: ExecutionView; readonly payment: PaymentUse | null }
+  | { readonly _tag: "Accepted"; readonly requestId: string; readonly jobId: string | undefined; readonly statusUrl: string; readonly payment: PaymentUse }

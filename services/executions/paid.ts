@@ -1,0 +1,223 @@
+// The pipeline with x402 funding (a payment of the price, or of a chain's whole budget): admit (a re-send of a finished
+// purchase, the checks before payment), fund (the 402 challenge or the verified payment, the rate-limit window), reserve
+// (one statement: limits, payment, execution, escrow, hold, event), run (settle and call the agent), record (one
+// transaction: the machine and the settlement) and answer.
+import { SqlClient } from "@effect/sql"
+import { Clock, Duration, Effect, Fiber, Option, type Scope } from "effect"
+import { AppConfig } from "../../layers/Config.js"
+import type { PaymentRejected } from "../../layers/x402/payment.js"
+import { executionMachine } from "../../machines/execution.js"
+import { startMachine } from "../../machines/step.js"
+import { Conflict, PaymentRequired, RateLimited } from "../../src/domain/Errors.js"
+import type { ExecuteRequest } from "../../src/domain/Execution.js"
+import type { PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
+import { newId } from "../../src/domain/Ids.js"
+import { formatUsdc } from "../../src/domain/Money.js"
+import { quoteOf } from "../../src/domain/Pricing.js"
+import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { limitRefusal, spendStatement } from "../limits/statements.js"
+import { Outbox } from "../outbox/Outbox.js"
+import { Payments } from "../payments/Payments.js"
+import { Paywall } from "../payments/Paywall.js"
+import { batch } from "../sql/Batch.js"
+import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
+import { executionStatements, idempotencyKeyOf } from "./create.js"
+import type { Timing } from "./deadline.js"
+import { finish, settleFirst } from "./finish.js"
+import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
+import { lookUpCallback, prepare } from "./prepare.js"
+import { RateLimits } from "./RateLimits.js"
+import { Receipts } from "./Receipts.js"
+import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
+import { requestHashOf, resending } from "./resend.js"
+import * as View from "./View.js"
+
+const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
+  error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
+
+export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* AppConfig
+  const paywall = yield* Paywall
+  const payments = yield* Payments
+  const ledger = yield* Ledger
+  const outbox = yield* Outbox
+  const rateLimits = yield* RateLimits
+  const repo = yield* ExecutionsRepo
+  const receipts = yield* Receipts
+  const check = yield* prepare
+  const checkCallbackHost = yield* lookUpCallback
+  const resend = yield* resending
+  const finishPaid = yield* finish
+  const settleBudget = yield* settleFirst
+
+  const load = (id: string) => repo.find(id).pipe(Effect.orDie)
+
+  /** A repeat of an idempotent request: the cached result or current status; the new payment is not used. */
+  const repeat = (existing: { readonly id: string; readonly requestHash: string }, requestHash: string, payment: PaymentUse) =>
+    Effect.gen(function* () {
+      if (existing.requestHash !== requestHash) {
+        return yield* new Conflict({
+          code: "IDEMPOTENCY_CONFLICT",
+          message: "this idempotencyKey was used with a different agent, capability or input",
+          details: { requestId: existing.id }
+        })
+      }
+      const row = Option.getOrThrow(yield* load(existing.id))
+      // The caller proved to be the same payer (its payment header verified), so the result is theirs to read.
+      return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+    })
+
+  return (req: ExecuteRequest, funding: X402Funding, ctx: ExecuteContext) =>
+    Effect.gen(function* () {
+      // 1. Admit. A re-send of a purchase this very header already made is answered from it, whatever changed since
+      // (the agent paused, its circuit open); looked up beside the checks, which only a new purchase needs.
+      const [again, checked] = yield* Effect.all([resend(req, funding), Effect.either(check(req))], { concurrency: 2 })
+      if (Option.isSome(again)) return again.value
+      const { agent, capability, callbackUrl } = yield* checked
+      const { agentFee, price } = quoteOf(capability)
+      const chain = funding.budget === undefined
+        ? Option.none<PlannedBudget>()
+        : Option.some(yield* funding.budget.plan(agent, price, ctx.async || callbackUrl !== undefined))
+
+      // 2. Fund: an x402 payment of exactly the price, or of the whole budget for a chain's root.
+      const { payment: verified, presentation, priced } = yield* paywall.charge(
+        {
+          amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
+          resource: `${config.publicBaseUrl}/api/v1/execute`,
+          description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`
+        },
+        funding.payment
+      )
+      // The payment is verified, not settled: a refused callback host charges nothing.
+      if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
+      // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
+      const window = yield* rateLimits.consume(agent.id, verified.payer, ctx.limits)
+      const giveBack = rateLimits.release(agent.id, verified.payer, ctx.limits)
+      if (window.exceeded) {
+        yield* giveBack
+        return yield* new RateLimited({
+          code: "RATE_LIMITED",
+          message: "too many requests in the current window; nothing was charged",
+          details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
+        })
+      }
+      const payment: PaymentUse = {
+        header: presentation.handle,
+        version: presentation.version,
+        payer: verified.payer,
+        network: presentation.network,
+        settlementTxHash: null,
+        receipt: null
+      }
+      const requestHash = requestHashOf(req, Option.map(chain, (plan) => plan.budget))
+      const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
+      if (idempotencyKey !== undefined) {
+        const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
+        if (Option.isSome(existing)) return yield* repeat(existing.value, requestHash, payment)
+      }
+
+      // 3. Reserve. Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the
+      // reservation, the execution with its machine snapshot, the escrow, the ledger hold, the outbox event, the
+      // deadline timer and the first transitions (and for a chain's root, the chain with its budget).
+      const now = yield* Clock.currentTimeMillis
+      const requestId = newId(ctx.async ? "job" : "req")
+      const start = startMachine(executionMachine, { retryWindowMs: timing.retryWindowMs, deadlineMs: timing.deadlineMs, startedAt: now })
+      const reservation = payments.reserveStatements(verified, "execution", requestId, now)
+      const paymentId = reservation.id
+      const root: RootCall = { requestId, paymentId, payer: verified.payer, agentId: agent.id, now }
+      const rows = executionStatements(sql, {
+        requestId,
+        paymentId,
+        payer: verified.payer,
+        agentId: agent.id,
+        capabilityId: capability.id,
+        input: req.input,
+        requestHash,
+        idempotencyKey,
+        mode: callbackUrl !== undefined ? "callback" : ctx.async ? "async" : "sync",
+        callbackUrl,
+        agentFee,
+        start,
+        now,
+        ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chain: { chainId: plan.chainId, depth: 0, parentExecutionId: null } }) })
+      })
+      // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.
+      const hold = yield* ledger.transferStatements({
+        kind: "escrow_hold",
+        movements: [{ debit: Accounts.settlementReceivable, credit: Accounts.escrow, amount: price }],
+        paymentId,
+        agentId: agent.id,
+        subjectId: requestId
+      }).pipe(Effect.orDie)
+      const chainRows = Option.isNone(chain) ? [] : yield* chain.value.statements(root)
+      // The payer's spending limits count this payment (or refuse it, aborting the whole statement: nothing reserved)
+      // in the same statement: atomic under concurrency, no extra round trip (services/limits).
+      const created = yield* batch(sql, [
+        spendStatement(sql, { paymentId, payer: verified.payer, agentId: agent.id, amount: verified.amount, now }),
+        ...reservation.statements,
+        ...chainRows,
+        ...rows.statements,
+        ...hold.statements,
+        outbox.emitStatement("payment.received", agent.id, {
+          paymentId,
+          purpose: "execution",
+          requestId,
+          agentId: agent.id,
+          amount: formatUsdc(verified.amount),
+          payer: verified.payer,
+          ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainId: plan.chainId }) })
+        })
+      ]).pipe(
+        Effect.as({ paymentId }),
+        Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> => {
+          const overLimit = limitRefusal(error)
+          if (overLimit !== undefined) return Effect.fail(overLimit)
+          return isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
+            ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
+              Option.isSome(existing) ? repeat(existing.value, requestHash, payment) : Effect.die(error))
+            : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))
+        }),
+        Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
+      )
+      if ("_tag" in created) return created
+
+      // 4. Run and record: settlement and the agent call at the same time, recorded together (finish.ts); a chain's
+      // root settles first, then its agent is called with its token.
+      const call = { requestId, paymentId: created.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input }
+      const work = Option.match(chain, {
+        onSome: (plan) => Effect.as(settleBudget(plan, call, root), Option.none<ExecutionRow>()),
+        onNone: () => finishPaid(call)
+      }).pipe(Effect.catchAllCause((cause) =>
+        Effect.as(Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause), Option.none<ExecutionRow>())))
+      // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
+      const fiber = yield* Effect.forkIn(work, scope)
+
+      // 5. Answer.
+      const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
+      if (ctx.async || callbackUrl !== undefined) {
+        return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
+      }
+      // One deadline for the whole paid call after its payment was accepted (agent and settlement together): past
+      // it the client gets the job's status URL, as an async call would, and the work goes on (a slow chain, a
+      // flaky provider). Interrupting the join leaves the forked work running.
+      const joined = yield* Fiber.join(fiber).pipe(Effect.timeout(Duration.millis(timing.answerWithinMs)), Effect.option)
+      if (Option.isNone(joined)) {
+        yield* Effect.logWarning("paid call past its deadline: answered with its status URL, the work goes on", { requestId, deadlineMs: timing.answerWithinMs })
+        return { _tag: "Accepted", requestId, jobId: undefined, statusUrl, payment } satisfies ExecuteOutcome
+      }
+      // The row as the final transaction left it when it settled the payment; otherwise read back.
+      const finished = joined.value
+      const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
+      const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
+      const view = View.forClient(row, true)
+      const answered = Option.isNone(chain) ? view : { ...view, transactionId: row.transactionId, chain: yield* chain.value.info(root) }
+      return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+    }).pipe(
+      // Lost the race to its own twin (the same header sent twice at once), or the twin was recorded meanwhile.
+      Effect.catchIf(isAlreadyUsed, (used) =>
+        Effect.flatMap(resend(req, funding), Option.match({ onNone: () => Effect.fail(used), onSome: Effect.succeed }))),
+      sqlErrorsAsDefects,
+      Effect.withSpan("Executions.execute")
+    )
+})
