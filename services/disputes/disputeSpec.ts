@@ -5,10 +5,9 @@ import { Effect, Option, Schema } from "effect"
 import { disputeMachine } from "../../machines/dispute.js"
 import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
-import { newId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { AgentCache } from "../agents/AgentCache.js"
 import { Outbox } from "../outbox/Outbox.js"
+import { Reputation } from "../reputation/Reputation.js"
 import { type DisputeRow, DisputesRepo } from "./Repo.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RESPONSE_DUE"), at: Schema.Number })
@@ -20,7 +19,7 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
     const sql = yield* SqlClient.SqlClient
     const repo = yield* DisputesRepo
     const outbox = yield* Outbox
-    const cache = yield* AgentCache
+    const reputation = yield* Reputation
 
     const spec: DisputeSpec = {
       machine: disputeMachine,
@@ -44,26 +43,7 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
             }
           }),
         adjustReputation: ({ delta }, { row, event }) =>
-          Effect.gen(function* () {
-            const rows = yield* sql<{ before: number; after: number }>`
-              WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${row.agentId} FOR NO KEY UPDATE)
-              UPDATE agents a SET reputation_score = LEAST(100, GREATEST(0, a.reputation_score + ${delta}::int))
-              FROM old WHERE a.id = old.id
-              RETURNING old.reputation_score AS before, a.reputation_score AS after`
-            const updated = rows[0]
-            if (updated === undefined) return
-            yield* sql`INSERT INTO reputation_events ${sql.insert({
-              id: newId("evt"),
-              agentId: row.agentId,
-              eventType: "dispute",
-              scoreDelta: updated.after - updated.before,
-              scoreAfter: updated.after,
-              details: delta > 0 ? `dispute ${row.id} resolved for the agent` : `dispute ${row.id} resolved for the client`,
-              executionId: row.executionId,
-              createdAt: new Date(event.at)
-            })}`
-            yield* cache.invalidate(row.agentId)
-          }),
+          reputation.recordDispute({ agentId: row.agentId, disputeId: row.id, executionId: row.executionId, delta, forAgent: delta > 0, at: event.at }),
         announceResolution: ({ resolution, reputationDelta }, { row, event }) =>
           Effect.gen(function* () {
             const clientRefund = event.type === "RESOLVE" ? BigInt(event.clientShare) : 0n
@@ -99,5 +79,5 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
     }
     return { spec } as const
   }),
-  dependencies: [DisputesRepo.Default, Outbox.Default, AgentCache.Default]
+  dependencies: [DisputesRepo.Default, Outbox.Default, Reputation.Default]
 }) {}

@@ -61,6 +61,32 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         return Option.some({ eventId, scoreDelta: updated.after - updated.before, score: updated.after })
       }).pipe(Effect.withSpan("Reputation.recordRating"))
 
+    /**
+     * A resolved dispute moves the agent's score by `delta` (clamped at 0/100) under the agent's row lock, with its
+     * `dispute` event. Call inside the dispute step's transaction.
+     */
+    const recordDispute = (d: { readonly agentId: string; readonly disputeId: string; readonly executionId: string; readonly delta: number; readonly forAgent: boolean; readonly at: number }) =>
+      Effect.gen(function* () {
+        const rows = yield* sql<{ before: number; after: number }>`
+          WITH old AS (SELECT id, reputation_score FROM agents WHERE id = ${d.agentId} FOR NO KEY UPDATE)
+          UPDATE agents a SET reputation_score = LEAST(100, GREATEST(0, a.reputation_score + ${d.delta}::int))
+          FROM old WHERE a.id = old.id
+          RETURNING old.reputation_score AS before, a.reputation_score AS after`
+        const updated = rows[0]
+        if (updated === undefined) return
+        yield* sql`INSERT INTO reputation_events ${sql.insert({
+          id: newId("evt"),
+          agentId: d.agentId,
+          eventType: "dispute",
+          scoreDelta: updated.after - updated.before,
+          scoreAfter: updated.after,
+          details: d.forAgent ? `dispute ${d.disputeId} resolved for the agent` : `dispute ${d.disputeId} resolved for the client`,
+          executionId: d.executionId,
+          createdAt: new Date(d.at)
+        })}`
+        yield* cache.invalidate(d.agentId)
+      })
+
     /** A health probe's outcome (health only; probes do not move reputation). */
     const recordProbe = (agentId: string, healthy: boolean) =>
       Effect.gen(function* () {
@@ -70,7 +96,7 @@ export class Reputation extends Effect.Service<Reputation>()("Reputation", {
         yield* cache.invalidate(agentId)
       })
 
-    return { recordRating, recordProbe } as const
+    return { recordRating, recordDispute, recordProbe } as const
   }),
   dependencies: [AgentCache.Default, Outcomes.Default]
 }) {}
