@@ -18,6 +18,7 @@ import { ChainTokens } from "./Tokens.js"
 
 /** Spec: a chained callee needs a reputation of at least 40. */
 export const MIN_CHAIN_REPUTATION = 40
+
 const ended = (chain: ChainRow) => chain.status === "completed" || chain.status === "failed" || chain.status === "partial"
 
 export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls", {

@@ -154,5 +154,5 @@ export const chaining = (timing: Timing) => Effect.gen(function* () {
 
       // 6. Answer.
       return yield* answer(requestId, funding, Option.some(readHandle))
-    }).pipe(Effect.withSpan("ChainCalls.call"))
+    }).pipe(Effect.withSpan("Executions.chained"))
 })

@@ -94,5 +94,5 @@ export const settleFirst = Effect.gen(function* () {
         yield* circuits.observe(call.agent.id, call.agent.circuitState, called.success)
       }
       yield* host.deliverNow("chain", plan.chainId, { type: "CHECK", at: yield* Clock.currentTimeMillis })
-    }).pipe(Effect.withSpan("ChainRoots.run"))
+    }).pipe(Effect.withSpan("Executions.settleFirst"))
 })
