@@ -1,4 +1,5 @@
-// How long a synchronous paid call may keep its client waiting once its payment is accepted (PAID_CALL_DEADLINE_MS).
+// The paid call's clocks: how long a synchronous paid call may keep its client waiting once its payment is accepted
+// (PAID_CALL_DEADLINE_MS), the retry window and the attempt's deadline.
 import { Config, Effect } from "effect"
 import { DEFAULT_EXECUTION_TIMEOUT_MS } from "../../layers/AgentProxy.js"
 
