@@ -40,6 +40,9 @@ import { finish } from "./finish.js"
 import * as View from "./View.js"
 import type { ExecutionReceipt } from "./receipt.js"
 import { Receipts } from "./Receipts.js"
+import { isMetered, maxAgentFee } from "../../src/domain/Pricing.js"
+import { Metering, meteredColumns, type RemainderTo } from "./metering.js"
+import { Quotes } from "./quote.js"
 
 const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
   error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
@@ -57,6 +60,8 @@ export interface ExecuteContext {
   readonly chainToken?: string | undefined
   /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
   readonly limits?: LimitsSeen | undefined
+  /** X-Remainder: where a metered call's unused authorisation goes (default: back on chain). */
+  readonly remainder?: RemainderTo | undefined
 }
 
 /** What the HTTP layer turns into headers: the accepted payment and its settlement (the windows: ExecuteContext.limits). */
@@ -96,6 +101,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const finishPaid = yield* finish
     const receipts = yield* Receipts
     const roots = yield* ChainRoots
+    const quotes = yield* Quotes
     const chained = yield* ChainCalls
     const timeoutMs = yield* Config.integer("EXECUTION_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_EXECUTION_TIMEOUT_MS))
     const retryWindowMs = 1000 * (yield* Config.integer("EXECUTION_RETRY_WINDOW_SECONDS").pipe(Config.withDefault(600)))
@@ -132,7 +138,9 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const [again, checked] = yield* Effect.all([resend(req, ctx.payment, ctx.chainBudget), Effect.either(check(req))], { concurrency: 2 })
         if (Option.isSome(again)) return again.value
         const { agent, capability, callbackUrl } = yield* checked
-        const agentFee = capability.pricing.basePrice
+        // A metered capability's payment authorises its maximum (src/domain/Pricing.ts); a dynamic one's quote first.
+        const quote = ctx.chainBudget === undefined ? yield* quotes.quote(agent, capability, req.input) : undefined
+        const agentFee = maxAgentFee(capability.pricing)
         const price = priceOf(agentFee)
         const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
         // Who pays: an x402 payment of exactly the price, or of the whole budget for a chain's root.
@@ -140,7 +148,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           {
             amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
             resource: `${config.publicBaseUrl}/api/v1/execute`,
-            description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`
+            description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${
+              isMetered(capability.pricing) && Option.isNone(chain) ? ` (metered: at most ${formatUsdc(price)}${quote === undefined ? "" : `, quoted ${formatUsdc(priceOf(quote))}`}, the rest goes back)` : ""}`
           },
           ctx.payment
         )
@@ -194,6 +203,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           agentFee,
           start,
           now,
+          metered: Option.isNone(chain) ? meteredColumns(capability, quote, ctx.remainder ?? "chain", price) : {},
           ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chain: { chainId: plan.chainId, depth: 0, parentExecutionId: null } }) })
         })
         // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.
@@ -299,5 +309,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default, Receipts.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, ChainRoots.Default, ChainCalls.Default, Receipts.Default, Quotes.Default, Metering.Default]
 }) {}

@@ -78,6 +78,7 @@ export const ErrorCodes = {
   OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); no token is checked until Retry-After (details.retryAfterSeconds)." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
+  QUOTE_FAILED: { status: 502, meaning: "A dynamic capability's quote call failed, was malformed or asked more than the capability's maxPrice; nothing was charged." },
   SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
   AGENT_UNAVAILABLE: { status: 503, meaning: "The agent's circuit breaker is open; nothing was charged. Retry-After says when it will be tried again." },
   SERVICE_UNAVAILABLE: { status: 503, meaning: "A dependency (database or chain) is not reachable right now; nothing was charged." },
@@ -202,7 +203,7 @@ export const UnavailableResponse = envelope(Unavailable, "Unavailable", Unavaila
 
 export class BadGateway extends Schema.TaggedError<BadGateway>()(
   "BadGateway",
-  fields("EXECUTION_FAILED", "SETTLEMENT_FAILED")
+  fields("EXECUTION_FAILED", "SETTLEMENT_FAILED", "QUOTE_FAILED")
 ) {}
 export const BadGatewayResponse = envelope(BadGateway, "BadGateway", BadGateway.fields.code, 502)
 

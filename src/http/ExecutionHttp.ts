@@ -110,6 +110,7 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
           async: urlParams.async === "true",
           chainBudget: headers["x-chain-budget"],
           chainToken: headers["x-chain-token"],
+          remainder: headers["x-remainder"],
           limits
         }).pipe(
           Effect.tap((outcome) =>
