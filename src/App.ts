@@ -17,6 +17,8 @@ import { Agents } from "../services/agents/Agents.js"
 import { Balances } from "../services/ledger/Balances.js"
 import { Chains } from "../services/chains/Chains.js"
 import { SpendingLimits } from "../services/limits/SpendingLimits.js"
+import { Credits } from "../services/remainders/Credits.js"
+import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
@@ -136,6 +138,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Receipts.Default,
         Chains.Default,
         SpendingLimits.Default,
+        Credits.Default,
+        Remainders.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,
