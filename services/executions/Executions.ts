@@ -140,7 +140,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         const { agent, capability, callbackUrl } = yield* checked
         // A metered capability's payment authorises its maximum (src/domain/Pricing.ts); a dynamic one's quote first.
         const quote = ctx.chainBudget === undefined ? yield* quotes.quote(agent, capability, req.input) : undefined
-        const agentFee = maxAgentFee(capability.pricing)
+        // A chain's calls keep flat pricing (basePrice per call, as before): metering is for calls paid on their own.
+        const agentFee = ctx.chainBudget === undefined ? maxAgentFee(capability.pricing) : capability.pricing.basePrice
         const price = priceOf(agentFee)
         const chain = yield* roots.admit(ctx.chainBudget, agent, price, ctx.async || callbackUrl !== undefined)
         // Who pays: an x402 payment of exactly the price, or of the whole budget for a chain's root.
