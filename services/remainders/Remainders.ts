@@ -79,11 +79,12 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
     /** The treasury's signed authorization paying `r` back (its stored nonce; valid from now for an hour). */
     const authorize = (r: RemainderRow, nowSeconds: bigint) =>
       Effect.gen(function* () {
-        const signer = yield* Option.match(chain.signer, { onNone: () => Effect.dieMessage("remainders need the treasury key"), onSome: Effect.succeed })
+        const sign = Option.getOrUndefined(chain.signer)?.account.signTypedData
+        if (sign === undefined) return yield* Effect.dieMessage("remainders need the treasury's local key")
         const validBefore = nowSeconds + VALID_FOR_SECONDS
         const nonce = r.authNonce as Hex
         const signature = yield* Effect.promise(() =>
-          signer.account.signTypedData!({
+          sign({
             domain: { name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address },
             types: {
               TransferWithAuthorization: [
