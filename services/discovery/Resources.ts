@@ -7,7 +7,7 @@ import { AppConfig } from "../../layers/Config.js"
 import { BAZAAR } from "../../layers/x402/bazaar.js"
 import { requirementsV2 } from "../../layers/x402/v2.js"
 import { Capability } from "../../src/domain/Agent.js"
-import { EXECUTION_PLATFORM_FEE } from "../../src/domain/Money.js"
+import { maxPriceOf } from "../../src/domain/Pricing.js"
 import { Paywall } from "../payments/Paywall.js"
 import { capabilityDiscovery } from "./bazaar.js"
 
@@ -57,7 +57,8 @@ export class DiscoveryResources extends Effect.Service<DiscoveryResources>()("di
         const items = rows.map((row) => {
           const resource = `${publicBaseUrl}/api/v1/execute?targetAgentId=${row.agentId}&capabilityId=${encodeURIComponent(row.capability.id)}`
           const priced = paywall.price({
-            amount: EXECUTION_PLATFORM_FEE + row.capability.pricing.basePrice,
+            // A metered capability's payment authorises its maximum (src/domain/Pricing.ts), as POST /execute asks.
+            amount: maxPriceOf(row.capability.pricing),
             resource,
             description: `${row.name}: ${row.capability.name}`
           })

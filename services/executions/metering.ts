@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import type { Capability } from "../../src/domain/Agent.js"
 import { chargeFor, type Meter, meterOf, unitsOfDuration } from "../../src/domain/Pricing.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { restoreStatement } from "../limits/statements.js"
 import { creditAccount, REMAINDERS_PAYABLE, RemaindersRepo } from "../remainders/Repo.js"
 import type { CallOutcome } from "./AgentCall.js"
 
@@ -109,6 +110,8 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
           agentId: row.agentId,
           subjectId: requestId
         }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
+        // The payer's spending limits counted the maximum: what was not charged goes back to the day (services/limits).
+        yield* restoreStatement(sql, { paymentId: row.paymentId, source: `metered:${requestId}`, amount: c.returned })
       }).pipe(Effect.withSpan("Metering.charge"))
 
     return { charge } as const

@@ -16,6 +16,7 @@ import { ErrorCodes } from "../domain/Errors.js"
 import { healthBandOf } from "../domain/Health.js"
 import { AgentId } from "../domain/Ids.js"
 import { EXECUTION_PLATFORM_FEE, formatUsdc } from "../domain/Money.js"
+import { maxAgentFee, maxPriceOf } from "../domain/Pricing.js"
 
 export const ERRORS_URI = "marketplace://errors"
 export const CAPABILITY_TEMPLATE = "marketplace://agents/{agentId}/capabilities/{capabilityId}"
@@ -91,9 +92,10 @@ export class McpResources extends Effect.Service<McpResources>()("mcp/McpResourc
           agent: { id: agent.id, name: agent.name, reputation_score: agent.reputationScore, health_score: agent.healthScore, health_band: healthBandOf(agent.healthScore), trustTier: agent.trustTier },
           capability: encodeCapability(found),
           cost: {
-            agentFee: formatUsdc(found.pricing.basePrice),
+            // A metered capability: the most a call may cost (what its payment authorises; the unused part goes back).
+            agentFee: formatUsdc(maxAgentFee(found.pricing)),
             platformFee: formatUsdc(EXECUTION_PLATFORM_FEE),
-            total: formatUsdc(found.pricing.basePrice + EXECUTION_PLATFORM_FEE)
+            total: formatUsdc(maxPriceOf(found.pricing))
           },
           execute: { method: "POST", path: "/api/v1/execute", body: { targetAgentId: agent.id, capabilityId: found.id, input: "an object matching capability.inputSchema" } }
         })
