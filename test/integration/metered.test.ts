@@ -189,6 +189,24 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 
+  it.scoped("a metered call that failed and was retried on its payment is charged what the retry used, once", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const { agentId } = yield* agentOnce
+      const payer = devAccount(8)
+      const before = yield* balance(payer)
+      const failed = yield* execute(payer, { targetAgentId: agentId, capabilityId: "tokens", input: { units: "3000", failFirst: "retry-1" } })
+      expect(failed.status).toBe(502)
+      const requestId = String(failed.body.error?.details.requestId)
+      const retried = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/execute/${requestId}/retry`, { method: "POST", headers: { "X-PAYMENT": failed.headers.get("x-payment-used") ?? "" } }))
+      expect(retried.status).toBe(200)
+      expect(retried.body.data.metering).toMatchObject({ unitsUsed: "3000", charged: "0.007000", returned: "0.014000", capped: false })
+      yield* remaindersConfirmed([requestId])
+      expect(before - (yield* balance(payer))).toBe(7_000n)
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
+
   it.scoped("100 concurrent metered calls: their remainders go back in a few batched transactions, each once; balances move by the charges; ledger = chain", () =>
     Effect.gen(function* () {
       const { agentId } = yield* agentOnce
