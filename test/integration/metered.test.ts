@@ -10,7 +10,7 @@ import { type ExecutionReceipt, verifyReceipt } from "../../sdk/src/receipts.js"
 import { fetchMarketplaceKey } from "../../sdk/src/requestSignature.js"
 import { creditMessage, creditTypes, type CreditAction } from "../../services/remainders/Credits.js"
 import { payoutDomain } from "../../services/withdrawals/PayoutAuthorization.js"
-import { authorizationUsed, call, devAccount, paidCall, TREASURY, usdcBalance } from "../support/clients.js"
+import { authorizationUsed, call, devAccount, paidCall, TREASURY, usdcBalance, walletAuth } from "../support/clients.js"
 import { capability, registration } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { startMeteredAgent } from "../support/meteredAgent.js"
@@ -105,6 +105,22 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
         expect(response.body.error?.code).toBe("VALIDATION_ERROR")
         expect(JSON.stringify(response.body.error?.details)).toContain(field)
       }
+    }))
+
+  it.scoped("an update that makes a capability metered without its maximum is refused the same way", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const { agentId } = yield* agentOnce
+      const owner = devAccount(1)
+      const response = yield* Effect.promise(async () =>
+        call(`${baseUrl}/api/v1/agents/${agentId}`, {
+          method: "PATCH",
+          json: { capabilities: [tokens, { ...seconds, pricing: { model: "per-minute", basePrice: "0.001", currency: "USDC" } }] },
+          headers: await walletAuth(owner, agentId)
+        }))
+      expect(response.status).toBe(400)
+      expect(response.body.error?.code).toBe("VALIDATION_ERROR")
+      expect(JSON.stringify(response.body.error?.details)).toContain("maxDurationSeconds")
     }))
 
   it.scoped("the 402 asks for the maximum: per-token, per-second and dynamic (after the agent's quote)", () =>
