@@ -32,6 +32,8 @@ export interface AgentCall {
   readonly timeoutMs?: number
   /** Sent as X-Chain-Token to an agent that may hire others inside a chain (docs/chains.md). */
   readonly chainToken?: string
+  /** A dynamic capability's quote request (`"quote": true` in the signed body): the agent prices the input, does no work. */
+  readonly quote?: boolean
 }
 
 export const DEFAULT_PROBE_TIMEOUT_MS = 5_000
@@ -66,7 +68,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         const refused = checkUrl(c.url)
         if (refused !== undefined) return yield* failure("blocked_url", refused, started)
         const traceparent = yield* outboundTraceparent(c.traceparent)
-        const rawBody = yield* Effect.try(() => JSON.stringify({ requestId: c.requestId, capabilityId: c.capabilityId, input: c.input })).pipe(
+        const rawBody = yield* Effect.try(() => JSON.stringify({ requestId: c.requestId, capabilityId: c.capabilityId, input: c.input, ...(c.quote === true ? { quote: true } : {}) })).pipe(
           Effect.orDie
         )
         const timestampMs = Date.now()

@@ -20,6 +20,8 @@ import { ChainCalls } from "../services/chains/Children.js"
 import { ChainBudgetReturnsLive } from "../services/chains/Repo.js"
 import { ChainRoots } from "../services/chains/Root.js"
 import { SpendingLimits } from "../services/limits/SpendingLimits.js"
+import { Credits } from "../services/remainders/Credits.js"
+import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
@@ -141,6 +143,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         ChainCalls.Default,
         ChainRoots.Default,
         SpendingLimits.Default,
+        Credits.Default,
+        Remainders.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,

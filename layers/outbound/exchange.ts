@@ -10,6 +10,8 @@ export interface AgentReply {
   /** Always a JSON object (not an array, not null). */
   readonly body: unknown
   readonly durationMs: number
+  /** The agent's usage report for a metered capability (`X-Usage-Units` response header), as sent. */
+  readonly usageUnits?: string
 }
 
 /** A request ready to send: URL, signed headers and body, its deadline, and when the call started (performance.now()). */
@@ -108,7 +110,9 @@ export const makeExchange = (dispatcher: Agent, responseMaxBytes: number) => {
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
         throw failure("invalid_json", "agent response is not a JSON object", p.started)
       }
-      return { status: statusCode, body: parsed, durationMs: Math.round(performance.now() - p.started) }
+      const usage = headers["x-usage-units"]
+      const usageUnits = Array.isArray(usage) ? usage[0] : usage
+      return { status: statusCode, body: parsed, durationMs: Math.round(performance.now() - p.started), ...(usageUnits === undefined ? {} : { usageUnits }) }
     } catch (error) {
       throw classify(error, controller.signal, p)
     } finally {

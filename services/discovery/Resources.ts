@@ -57,6 +57,7 @@ export class DiscoveryResources extends Effect.Service<DiscoveryResources>()("di
         const items = rows.map((row) => {
           const resource = `${publicBaseUrl}/api/v1/execute?targetAgentId=${row.agentId}&capabilityId=${encodeURIComponent(row.capability.id)}`
           const priced = paywall.price({
+            // A metered capability's payment authorises its maximum (src/domain/Pricing.ts), as POST /execute asks.
             amount: quoteOf(row.capability).price,
             resource,
             description: `${row.name}: ${row.capability.name}`

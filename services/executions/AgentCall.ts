@@ -12,6 +12,8 @@ import { JsonSchemas } from "../agents/JsonSchemas.js"
 export interface CallOutcome {
   readonly success: boolean
   readonly event: Extract<ExecutionEvent, { type: "AGENT_SUCCEEDED" | "AGENT_FAILED" }>
+  /** A metered capability's usage as the agent reported it (`X-Usage-Units`); read by metering.ts. */
+  readonly reportedUnits?: string
 }
 
 export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall", {
@@ -56,7 +58,8 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
               releaseDelayMs: holdMs(agent),
               output: outcome.right.body,
               durationMs: outcome.right.durationMs
-            }
+            },
+            ...(outcome.right.usageUnits === undefined ? {} : { reportedUnits: outcome.right.usageUnits })
           } satisfies CallOutcome
         }
         const failure = outcome.left

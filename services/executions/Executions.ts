@@ -23,6 +23,8 @@ import type { ExecuteContext, ExecuteOutcome } from "./outcome.js"
 import { paying } from "./paid.js"
 import { prepare } from "./prepare.js"
 import { RateLimits } from "./RateLimits.js"
+import { Metering } from "./metering.js"
+import { Quotes } from "./quote.js"
 import { Receipts } from "./Receipts.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { retrying } from "./retry.js"
@@ -79,5 +81,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, admit, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default]
 }) {}

@@ -42,7 +42,17 @@ export const ExecutionRow = Schema.Struct({
   refundStatus: Schema.NullOr(Schema.String),
   refundTxHash: Schema.NullOr(Schema.String),
   /** The agent's status now (a suspended agent's money is frozen: a fact its execution machine reads at every step). */
-  agentStatus: Schema.String
+  agentStatus: Schema.String,
+  /** Metered calls only (metering.ts): what the payment authorised (`price` is the charge once usage is known), the meter and usage. */
+  authorized: Schema.optional(Schema.NullOr(Schema.BigInt)),
+  meterUnit: Schema.optional(Schema.NullOr(Schema.String)),
+  unitPrice: Schema.optional(Schema.NullOr(Schema.BigInt)),
+  unitsUsed: Schema.optional(Schema.NullOr(Schema.BigInt)),
+  usageCapped: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  quote: Schema.optional(Schema.NullOr(Schema.BigInt)),
+  remainderTo: Schema.optional(Schema.NullOr(Schema.String)),
+  remainderStatus: Schema.optional(Schema.NullOr(Schema.String)),
+  remainderTxHash: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type ExecutionRow = typeof ExecutionRow.Type
 /** The row as its machine locks it: with the agent's outstanding debt (null when it owes nothing, as nearly all never do). */
@@ -59,13 +69,15 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
     const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
       sql`
         SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.header_sha256,
-               s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status
+               s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status,
+               m.status AS remainder_status, m.tx_hash AS remainder_tx_hash
                ${lock ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}
         FROM executions e
         JOIN payments p ON p.id = e.payment_id
         JOIN agents a ON a.id = e.agent_id
         JOIN escrows s ON s.execution_id = e.id
         LEFT JOIN refunds r ON r.execution_id = e.id
+        LEFT JOIN remainders m ON m.execution_id = e.id
         WHERE e.id = ${id} ${lock ? sql`FOR UPDATE OF e` : sql``}`.pipe(
         Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decode(rows[0]), Option.some))),
         Effect.catchTag("ParseError", Effect.die)

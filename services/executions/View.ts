@@ -3,11 +3,12 @@
 import type { ExecutionView } from "../../src/domain/Execution.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import type { ExecutionRow } from "./Repo.js"
+import { meteringView, type MeteringRow } from "./meteringView.js"
 
 export type ViewRow = Pick<
   ExecutionRow,
   | "id" | "status" | "output" | "executionTimeMs" | "agentFee" | "platformFee" | "price" | "settlementState" | "settlementTxHash"
-  | "attempts" | "retryUntil" | "error" | "refundStatus" | "refundTxHash"
+  | "attempts" | "retryUntil" | "error" | "refundStatus" | "refundTxHash" | MeteringRow
 >
 
 export const settlementStatus = (state: ExecutionRow["settlementState"]) =>
@@ -34,6 +35,7 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
     ...(row.retryUntil === null || row.status === "completed" ? {} : { retryUntil: row.retryUntil.toISOString() }),
     ...(row.error === null || row.status === "completed" ? {} : { error: row.error }),
     ...(row.refundStatus === null ? {} : { refund: { status: row.refundStatus, txHash: row.refundTxHash } }),
+    ...(reveal ? meteringView(row) : {}),
     ...(!reveal
       ? { message: "output and cost are returned only with the payment header used for this execution (its X-PAYMENT-USED value, sent as X-PAYMENT or PAYMENT-SIGNATURE)" }
       : row.status === "completed" && !settled

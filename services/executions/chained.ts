@@ -54,7 +54,7 @@ export const chaining = (timing: Timing) => Effect.gen(function* () {
       // 1. Admit: the checks before payment, then the callee's rules and the budget's (the chain's own checks came first).
       const { now, payer } = funding
       const { agent, capability } = yield* check(req)
-      const { agentFee, price } = quoteOf(capability)
+      const { agentFee, price } = quoteOf(capability, "chain")
       yield* funding.admit(agent, price)
       const requestHash = requestHashOf(req, Option.none())
       const repeat = (existing: { readonly id: string; readonly requestHash: string }) =>

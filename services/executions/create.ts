@@ -23,6 +23,8 @@ export interface NewExecution {
   readonly agentFee: bigint
   readonly start: Step<typeof executionMachine>
   readonly now: number
+  /** A metered call's columns (services/executions/metering.ts `meteredColumns`); none for flat pricing. */
+  readonly metered?: Readonly<Record<string, string | null>>
   /** Inside a chain: the chain, this call's depth (0 for the root) and the execution whose agent made the call. */
   readonly chain?: { readonly chainId: string; readonly depth: number; readonly parentExecutionId: string | null }
 }
@@ -68,6 +70,7 @@ export const executionStatements = (sql: SqlClient.SqlClient, e: NewExecution) =
         depth: e.chain?.depth ?? 0,
         chainId: e.chain?.chainId ?? null,
         parentExecutionId: e.chain?.parentExecutionId ?? null,
+        ...e.metered,
         createdAt: new Date(e.now),
         updatedAt: new Date(e.now)
       })}`,

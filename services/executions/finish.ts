@@ -13,6 +13,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { Payments, type Settlement } from "../payments/Payments.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { AgentCall } from "./AgentCall.js"
+import { Metering } from "./metering.js"
 import { steppedExecution } from "./executionSpec.js"
 import type { ExecutionRow } from "./Repo.js"
 
@@ -44,6 +45,7 @@ export const finish = Effect.gen(function* () {
   const payments = yield* Payments
   const agentCall = yield* AgentCall
   const circuits = yield* Circuits
+  const metering = yield* Metering
   return (call: PaidCall) =>
     Effect.gen(function* () {
       const [settlement, outcome] = yield* Effect.all(
@@ -52,6 +54,8 @@ export const finish = Effect.gen(function* () {
       )
       const after = yield* UnitOfWork.transaction(sql)(
         Effect.gen(function* () {
+          // A metered call's charge for what it used, before the machine releases anything (metering.ts).
+          yield* metering.charge(call.requestId, outcome, settlement.outcome._tag === "Settled")
           yield* host.deliver("execution", call.requestId, outcome.event)
           yield* payments.recordIn(call.paymentId, settlement)
           return yield* steppedExecution(call.requestId)

@@ -1,5 +1,6 @@
 // What the paid-call pipeline answers, and what its caller says about the request beside the funding.
 import type { ExecutionView } from "../../src/domain/Execution.js"
+import type { RemainderTo } from "./metering.js"
 import type { LimitsSeen } from "./RateLimits.js"
 import type { ExecutionReceipt } from "./receipt.js"
 
@@ -7,6 +8,8 @@ export interface ExecuteContext {
   readonly async: boolean
   /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
   readonly limits?: LimitsSeen | undefined
+  /** X-Remainder: where a metered call's unused authorisation goes (default: back on chain). */
+  readonly remainder?: RemainderTo | undefined
 }
 
 /** What the HTTP layer turns into headers: the accepted payment and its settlement (the windows: ExecuteContext.limits). */

@@ -13,7 +13,7 @@ import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
 import { newId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { quoteOf } from "../../src/domain/Pricing.js"
+import { isMetered, priceOf, quoteOf } from "../../src/domain/Pricing.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
 import { Outbox } from "../outbox/Outbox.js"
@@ -25,7 +25,9 @@ import { executionStatements, idempotencyKeyOf } from "./create.js"
 import type { Timing } from "./deadline.js"
 import { finish, settleFirst } from "./finish.js"
 import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
+import { meteredColumns } from "./metering.js"
 import { lookUpCallback, prepare } from "./prepare.js"
+import { Quotes } from "./quote.js"
 import { RateLimits } from "./RateLimits.js"
 import { Receipts } from "./Receipts.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
@@ -50,6 +52,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
   const resend = yield* resending
   const finishPaid = yield* finish
   const settleBudget = yield* settleFirst
+  const quotes = yield* Quotes
 
   const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
@@ -75,7 +78,12 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const [again, checked] = yield* Effect.all([resend(req, funding), Effect.either(check(req))], { concurrency: 2 })
       if (Option.isSome(again)) return again.value
       const { agent, capability, callbackUrl } = yield* checked
-      const { agentFee, price } = quoteOf(capability)
+      // A metered capability's payment authorises its maximum (src/domain/Pricing.ts); a dynamic one's quote first. A
+      // chain's root buys a budget, and a chain's calls keep flat pricing (basePrice per call): metering is for calls
+      // paid on their own.
+      const metered = funding.budget === undefined
+      const quote = metered ? yield* quotes.quote(agent, capability, req.input) : undefined
+      const { agentFee, price } = quoteOf(capability, metered ? "x402" : "chain")
       const chain = funding.budget === undefined
         ? Option.none<PlannedBudget>()
         : Option.some(yield* funding.budget.plan(agent, price, ctx.async || callbackUrl !== undefined))
@@ -85,7 +93,8 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
         {
           amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
           resource: `${config.publicBaseUrl}/api/v1/execute`,
-          description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`
+          description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${
+            metered && isMetered(capability.pricing) ? ` (metered: at most ${formatUsdc(price)}${quote === undefined ? "" : `, quoted ${formatUsdc(priceOf(quote))}`}, the rest goes back)` : ""}`
         },
         funding.payment
       )
@@ -140,6 +149,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
         agentFee,
         start,
         now,
+        metered: Option.isNone(chain) ? meteredColumns(capability, quote, ctx.remainder ?? "chain", price) : {},
         ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chain: { chainId: plan.chainId, depth: 0, parentExecutionId: null } }) })
       })
       // The payment is held in escrow from the moment it is accepted, backed by the settlement it is owed.

@@ -10,7 +10,7 @@ export const RECEIPT_VERSION = 1
 /**
  * What the service attests, every value a string except `receiptVersion` (so the signed bytes never depend on how a
  * language prints numbers). Amounts are USDC atomic units (micro-USDC) as decimal integers. Invariants: `charged +
- * returned = authorized`; `charged = platformFee + unitsUsed × unitPrice` for the units priced today (`call`).
+ * returned = authorized`; `charged = platformFee + unitsUsed × unitPrice` (÷ 1,000, rounded up, for `token`).
  */
 export interface ReceiptFields {
   readonly receiptVersion: typeof RECEIPT_VERSION
@@ -21,7 +21,7 @@ export interface ReceiptFields {
   /** CAIP-2 network of the settlement, and its transaction hash (the payment the receipt accounts for). */
   readonly network: string
   readonly transaction: string
-  /** What a unit is: `call` for flat pricing (metered capabilities will say `token`, `second`, …). */
+  /** What a unit is: `call` for flat pricing; metered: `token` (unitPrice per 1,000), `second`, `minute`, `micro-usdc` (dynamic). */
   readonly unit: string
   readonly unitsUsed: string
   /** The agent's price per unit. */
@@ -58,8 +58,15 @@ export const receiptSignedBytes = (receipt: ReceiptFields): Buffer => {
 export type ReceiptRow = Pick<
   ExecutionRow,
   | "id" | "payer" | "agentId" | "capabilityId" | "input" | "output" | "status" | "price" | "platformFee" | "agentFee"
-  | "chainId" | "completedAt" | "settlementState" | "settlementTxHash"
+  | "chainId" | "completedAt" | "settlementState" | "settlementTxHash" | "authorized" | "meterUnit" | "unitPrice" | "unitsUsed"
 >
+
+/** A metered execution's terms once its usage is charged (metering.ts); undefined for flat pricing. */
+const meteredOf = (row: ReceiptRow) => {
+  const { authorized, meterUnit, unitPrice, unitsUsed } = row
+  if (authorized == null || meterUnit == null || unitPrice == null || unitsUsed == null) return undefined
+  return { authorized, unit: meterUnit, unitPrice, unitsUsed }
+}
 
 /**
  * The receipt's fields, derived only from stored facts (so the same execution always gets the same bytes, and the
@@ -70,8 +77,12 @@ export type ReceiptRow = Pick<
 export const receiptFields = (row: ReceiptRow, network: string, keyId: string): ReceiptFields | undefined => {
   if (row.status !== "completed" || row.chainId !== null || row.settlementState !== "settled") return undefined
   if (row.settlementTxHash === null || row.completedAt === null || row.output === null) return undefined
-  // Flat pricing: one unit at the agent's price; the payment authorised exactly the price, all of it charged.
+  // Flat pricing: one unit at the agent's price; the payment authorised exactly the price, all of it charged. Metered
+  // (metering.ts): the units used at the unit price (per 1,000 for tokens), the payment authorised the maximum, `price`
+  // holds the charge.
   const charged = row.price
+  const metered = meteredOf(row)
+  const authorized = metered?.authorized ?? row.price
   return {
     receiptVersion: RECEIPT_VERSION,
     requestId: row.id,
@@ -80,13 +91,13 @@ export const receiptFields = (row: ReceiptRow, network: string, keyId: string): 
     capabilityId: row.capabilityId,
     network,
     transaction: row.settlementTxHash,
-    unit: "call",
-    unitsUsed: "1",
-    unitPrice: row.agentFee.toString(),
+    unit: metered?.unit ?? "call",
+    unitsUsed: (metered?.unitsUsed ?? 1n).toString(),
+    unitPrice: (metered?.unitPrice ?? row.agentFee).toString(),
     platformFee: row.platformFee.toString(),
-    authorized: row.price.toString(),
+    authorized: authorized.toString(),
     charged: charged.toString(),
-    returned: (row.price - charged).toString(),
+    returned: (authorized - charged).toString(),
     requestSha256: sha256Hex(canonicalJson(row.input)),
     responseSha256: sha256Hex(canonicalJson(row.output)),
     completedAt: row.completedAt.toISOString(),

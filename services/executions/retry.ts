@@ -11,6 +11,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { AgentCall } from "./AgentCall.js"
+import { Metering } from "./metering.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
 
@@ -23,6 +24,7 @@ export const retrying = (scope: Scope.Scope) =>
     const circuits = yield* Circuits
     const host = yield* MachineHost
     const agentCall = yield* AgentCall
+    const metering = yield* Metering
     const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
     return (id: string, proofs: ReadonlyArray<string>) =>
@@ -51,7 +53,7 @@ export const retrying = (scope: Scope.Scope) =>
         }
         const attempt = Effect.gen(function* () {
           const outcome = yield* agentCall.call(row, agent, capability)
-          yield* UnitOfWork.transaction(sql)(host.deliver("execution", row.id, outcome.event))
+          yield* UnitOfWork.transaction(sql)(Effect.zipRight(metering.charge(row.id, outcome, row.settlementState === "settled"), host.deliver("execution", row.id, outcome.event)))
           yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
         }).pipe(Effect.catchAllCause((cause) => Effect.logError(`retry of ${id} failed`, cause)))
         yield* Fiber.join(yield* Effect.forkIn(attempt, scope))

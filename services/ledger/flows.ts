@@ -11,7 +11,8 @@ export const flowsOf = (m: Movement): ReadonlyArray<MoneyFlow> => {
   if (m.debit === Accounts.treasury && m.credit !== "treasury_opening") flows.push("paid")
   if (m.credit === Accounts.platformRevenue) flows.push("platform_fee")
   if (m.debit === Accounts.platformRevenue) flows.push("platform_fee_returned")
-  if (m.credit === Accounts.treasury && m.debit === Accounts.refundsPayable) flows.push("refunded")
+  // Refunds, and the unused part of metered payments paid back (remainders payable, services/remainders).
+  if (m.credit === Accounts.treasury && (m.debit === Accounts.refundsPayable || m.debit === "remainders_payable")) flows.push("refunded")
   if (m.credit === Accounts.treasury && m.debit === Accounts.withdrawalsPayable) flows.push("paid_out")
   return flows
 }

@@ -3,6 +3,7 @@
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Payments } from "../payments/Payments.js"
 import { Refunds } from "../refunds/Refunds.js"
+import { Remainders } from "../remainders/Remainders.js"
 import { Withdrawals } from "../withdrawals/Withdrawals.js"
 import type { TreasuryTxRow } from "./Repo.js"
 import { TreasuryRepo } from "./Repo.js"
@@ -17,6 +18,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const payments = yield* Payments
     const refunds = yield* Refunds
     const withdrawals = yield* Withdrawals
+    const remainders = yield* Remainders
     const reconciliation = yield* Reconciliation
     const finality = yield* TreasuryFinality
 
@@ -34,7 +36,9 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       gap_fill: recordOnly("gap_fill"),
       // A counterfactual account's deployment (services/payments/AccountDeployer.ts): its payment's settlement checks
       // the account's code itself, so the deployment's outcome books nothing.
-      account_deploy: recordOnly("account_deploy")
+      account_deploy: recordOnly("account_deploy"),
+      // Metered calls' remainders back to their payers, many per transaction (services/remainders).
+      remainder_batch: remainders.resolveTx
     }
 
     /** Unfinished transactions whose lease ran out (their process died or gave up waiting), lowest nonce first. */
@@ -56,7 +60,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
      */
     const processDue = Effect.gen(function* () {
       if (!writer.enabled) return 0
-      const sent = (yield* refunds.sendDue) + (yield* withdrawals.sendDue)
+      const sent = (yield* refunds.sendDue) + (yield* withdrawals.sendDue) + (yield* remainders.sendDue)
       const followed = yield* followDue
       const finalized = yield* finality.pass.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`finality pass: ${e.message}`), 0)))
       const filled = yield* writer.repairGaps.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair: ${e.message}`), 0)))
@@ -94,7 +98,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
 
     return { processDue, start, reconcile: reconciliation.check } as const
   }),
-  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Reconciliation.Default, TreasuryFinality.Default]
+  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Remainders.Default, Reconciliation.Default, TreasuryFinality.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

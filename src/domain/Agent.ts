@@ -3,6 +3,7 @@ import { Schema } from "effect"
 import { HealthBand } from "./Health.js"
 import { AgentId, Wallet } from "./Ids.js"
 import { MAX_BASE_PRICE, MIN_BASE_PRICE, Usdc } from "./Money.js"
+import { MAX_DURATION_SECONDS_LIMIT, MAX_TOKENS_LIMIT, pricingIssues } from "./Pricing.js"
 
 const Json = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
@@ -38,7 +39,18 @@ export const Pricing = Schema.Struct({
       message: () => "basePrice must be between 0.0001 and 10000"
     })
   ),
-  currency: Currency
+  currency: Currency,
+  /** per-token: the most tokens one call may use (required for per-token; src/domain/Pricing.ts). */
+  maxTokens: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, MAX_TOKENS_LIMIT)), { exact: true }),
+  /** per-minute: the longest one call may run, in seconds (required for per-minute). */
+  maxDurationSeconds: Schema.optionalWith(Schema.Int.pipe(Schema.between(1, MAX_DURATION_SECONDS_LIMIT)), { exact: true }),
+  /** per-minute: charged per started second or minute (default minute). */
+  per: Schema.optionalWith(Schema.Literal("second", "minute"), { exact: true }),
+  /** dynamic: the most the agent's quote may ask for one call (required for dynamic). */
+  maxPrice: Schema.optionalWith(
+    Usdc.pipe(Schema.filter((micros) => micros >= MIN_BASE_PRICE && micros <= MAX_BASE_PRICE, { message: () => "maxPrice must be between 0.0001 and 10000" })),
+    { exact: true }
+  )
 }).annotations({ identifier: "Pricing" })
 
 export const Example = Schema.Struct({
@@ -67,10 +79,15 @@ export type Capability = typeof Capability.Type
 
 const uniqueIds = (caps: ReadonlyArray<{ readonly id: string }>) => new Set(caps.map((c) => c.id)).size === caps.length
 
+/** A registration's or update's capabilities: metered ones must declare their maximum (stored ones may predate it). */
 export const Capabilities = Schema.Array(Capability).pipe(
   Schema.minItems(1),
   Schema.maxItems(50),
-  Schema.filter((caps) => uniqueIds(caps) || "capability ids must be unique within the agent")
+  Schema.filter((caps) => uniqueIds(caps) || "capability ids must be unique within the agent"),
+  Schema.filter((caps) => {
+    const issues = caps.flatMap((c, i) => pricingIssues(c.pricing).map((issue) => ({ path: [i, "pricing", issue.path], message: issue.message })))
+    return issues.length === 0 ? true : issues
+  })
 )
 
 export const Tag = Schema.Trim.pipe(Schema.compose(Schema.Lowercase), Schema.compose(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(50))))

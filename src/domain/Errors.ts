@@ -57,6 +57,7 @@ export const ErrorCodes = {
   RECEIPT_NOT_FOUND: { status: 404, meaning: "No receipt for this execution (yet): receipts exist for calls that completed with their own x402 payment settled on chain; not for failed or pending calls, nor for calls paid from a chain's budget." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
+  INSUFFICIENT_CREDIT: { status: 409, meaning: "The credit withdrawal exceeds the payer's credit (details.credit), or the credit is empty; nothing was taken." },
   INSUFFICIENT_BALANCE: { status: 409, meaning: "The withdrawal exceeds the agent's available balance (details.available); nothing was taken." },
   EXECUTION_NOT_RETRYABLE: { status: 409, meaning: "Only a failed or timed-out execution can be retried, and only within its retry window (details.retryUntil)." },
   DISPUTE_EXISTS: { status: 409, meaning: "The transaction already has a dispute (details.disputeId); one dispute per transaction." },
@@ -78,6 +79,7 @@ export const ErrorCodes = {
   OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); no token is checked until Retry-After (details.retryAfterSeconds)." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
+  QUOTE_FAILED: { status: 502, meaning: "A dynamic capability's quote call failed, was malformed or asked more than the capability's maxPrice; nothing was charged." },
   SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
   AGENT_UNAVAILABLE: { status: 503, meaning: "The agent's circuit breaker is open; nothing was charged. Retry-After says when it will be tried again." },
   SERVICE_UNAVAILABLE: { status: 503, meaning: "A dependency (database or chain) is not reachable right now; nothing was charged." },
@@ -155,6 +157,7 @@ export class Conflict extends Schema.TaggedError<Conflict>()(
     "IDEMPOTENCY_CONFLICT",
     "EXECUTION_NOT_RETRYABLE",
     "INSUFFICIENT_BALANCE",
+    "INSUFFICIENT_CREDIT",
     "DISPUTE_EXISTS",
     "DISPUTE_WINDOW_CLOSED",
     "TRANSACTION_NOT_DISPUTABLE",
@@ -202,7 +205,7 @@ export const UnavailableResponse = envelope(Unavailable, "Unavailable", Unavaila
 
 export class BadGateway extends Schema.TaggedError<BadGateway>()(
   "BadGateway",
-  fields("EXECUTION_FAILED", "SETTLEMENT_FAILED")
+  fields("EXECUTION_FAILED", "SETTLEMENT_FAILED", "QUOTE_FAILED")
 ) {}
 export const BadGatewayResponse = envelope(BadGateway, "BadGateway", BadGateway.fields.code, 502)
 

@@ -57,6 +57,22 @@ export const CallbackView = Schema.Struct({
 export type CallbackView = typeof CallbackView.Type
 
 /** An execution as answered by POST /execute, the retry and GET /execute/:requestId. */
+/** A metered call's usage and charge (docs/agent-requests.md "Metered pricing"); amounts in USDC. */
+export const MeteringView = Schema.Struct({
+  unit: Schema.String,
+  /** Null until the agent answered. */
+  unitsUsed: Schema.NullOr(Schema.String),
+  unitPrice: Schema.String,
+  /** The usage was above the maximum and was cut to it. */
+  capped: Schema.Boolean,
+  authorized: Schema.String,
+  /** A dynamic capability's quote (agent fee) accepted before payment. */
+  quote: Schema.optional(Schema.String),
+  charged: Schema.NullOr(Schema.String),
+  returned: Schema.NullOr(Schema.String),
+  remainder: Schema.Struct({ to: Schema.String, status: Schema.NullOr(Schema.String), txHash: Schema.NullOr(Schema.String) })
+}).annotations({ identifier: "ExecutionMetering" })
+
 export const ExecutionView = Schema.Struct({
   requestId: Schema.String,
   status: ExecutionStatus,
@@ -73,7 +89,9 @@ export const ExecutionView = Schema.Struct({
   transactionId: Schema.optional(Schema.String),
   chain: Schema.optional(ChainInfo),
   /** Executions with a callbackUrl/webhookUrl, for the holder of the payment header: how the result post went. */
-  callback: Schema.optional(CallbackView)
+  callback: Schema.optional(CallbackView),
+  /** Metered capabilities, for the holder of the payment header: the usage charged and where the remainder went. */
+  metering: Schema.optional(MeteringView)
 }).annotations({ identifier: "Execution" })
 export type ExecutionView = typeof ExecutionView.Type
 

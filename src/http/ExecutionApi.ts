@@ -28,7 +28,9 @@ export class ExecutionApi extends HttpApiGroup.make("execution")
       .setHeaders(Schema.Struct({
         ...PaymentHeaderFields,
         "x-chain-token": Schema.optional(Schema.String),
-        "x-chain-budget": Schema.optional(Schema.String)
+        "x-chain-budget": Schema.optional(Schema.String),
+        /** A metered call's unused authorisation: back on chain (default) or kept as the payer's credit. */
+        "x-remainder": Schema.optional(Schema.Literal("chain", "credit"))
       }))
       .addSuccess(ok(ExecutionView))
       .addSuccess(ok(Accepted), { status: 202 })

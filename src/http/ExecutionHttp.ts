@@ -129,7 +129,7 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
       .handle("execute", ({ headers, payload, urlParams }) =>
         Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => Effect.flatMap(
           fundingOf(payload, headers, urlParams.async === "true"),
-          (funding) => executions.execute(payload, funding, { async: urlParams.async === "true", limits })
+          (funding) => executions.execute(payload, funding, { async: urlParams.async === "true", remainder: headers["x-remainder"], limits })
         ).pipe(
           Effect.tap((outcome) =>
             outcome.payment !== null

@@ -1,6 +1,7 @@
 // /api/v1/payers/{wallet}/limits: a payer wallet's own spending limits, set, read and removed with its EIP-712 signature.
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
-import { NotFoundResponse, UnauthorizedResponse } from "../domain/Errors.js"
+import { CreditView, CreditWithdrawal, WithdrawCreditRequest } from "../domain/Credit.js"
+import { ConflictResponse, NotFoundResponse, UnauthorizedResponse } from "../domain/Errors.js"
 import { LimitsRemoved, LimitsView, PayerPath, PayerSignatureHeaders, SetLimitsRequest } from "../domain/Limits.js"
 import { ok } from "./Envelope.js"
 
@@ -39,5 +40,28 @@ export class PayersApi extends HttpApiGroup.make("payers")
       .addError(NotFoundResponse)
       .annotate(OpenApi.Summary, "Remove the payer's spending limits (wallet signature, action \"delete\")")
       .annotate(OpenApi.Description, signed)
+  )
+  .add(
+    HttpApiEndpoint.get("getCredit", "/:wallet/credit")
+      .setPath(PayerPath)
+      .setHeaders(PayerSignatureHeaders)
+      .addSuccess(ok(CreditView))
+      .addError(UnauthorizedResponse)
+      .annotate(OpenApi.Summary, "The payer's credit: remainders of metered calls it kept (wallet signature, PayerCredit action \"read\")")
+      .annotate(OpenApi.Description, "Needs X-Payer-Signature (the wallet's EIP-712 `PayerCredit` signature: action \"read\", payer, amount 0, signedAt) and X-Payer-Signed-At; docs/clients.md.")
+  )
+  .add(
+    HttpApiEndpoint.post("withdrawCredit", "/:wallet/credit/withdraw")
+      .setPath(PayerPath)
+      .setHeaders(PayerSignatureHeaders)
+      .setPayload(WithdrawCreditRequest)
+      .addSuccess(ok(CreditWithdrawal))
+      .addError(UnauthorizedResponse)
+      .addError(ConflictResponse)
+      .annotate(OpenApi.Summary, "Withdraw the payer's credit to its wallet on chain (wallet signature, PayerCredit action \"withdraw\")")
+      .annotate(
+        OpenApi.Description,
+        "Needs X-Payer-Signature (EIP-712 `PayerCredit`: action \"withdraw\", payer, amount in micro-USDC or 0 for all, signedAt, signed later than the last withdrawal) and X-Payer-Signed-At. Paid in the next batch of remainders (a transferWithAuthorization from the treasury). INSUFFICIENT_CREDIT 409 when there is not that much."
+      )
   )
   .prefix("/api/v1/payers") {}

@@ -161,6 +161,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-client-id",
     "x-chain-token",
     "x-chain-budget",
+    "x-remainder",
     "x-payer-signature",
     "x-payer-signed-at",
     "x-request-id",

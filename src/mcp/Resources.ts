@@ -92,7 +92,8 @@ export class McpResources extends Effect.Service<McpResources>()("mcp/McpResourc
           agent: { id: agent.id, name: agent.name, reputation_score: agent.reputationScore, health_score: agent.healthScore, health_band: healthBandOf(agent.healthScore), trustTier: agent.trustTier },
           capability: encodeCapability(found),
           cost: {
-            agentFee: formatUsdc(found.pricing.basePrice),
+            // A metered capability: the most a call may cost (what its payment authorises; the unused part goes back).
+            agentFee: formatUsdc(quoteOf(found).agentFee),
             platformFee: formatUsdc(EXECUTION_PLATFORM_FEE),
             total: formatUsdc(quoteOf(found).price)
           },

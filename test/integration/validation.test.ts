@@ -130,7 +130,7 @@ layer(TestApp(), { excludeTestServices: true })("registration validation", (it) 
       const { baseUrl } = yield* TestEnv
       expectChallenge(yield* register(baseUrl, withPricing({ basePrice: "10000" })))
       expectChallenge(yield* register(baseUrl, withPricing({ basePrice: "0.0001" })))
-      expectChallenge(yield* register(baseUrl, withPricing({ basePrice: "0.000100", currency: "DAI", model: "dynamic" })))
+      expectChallenge(yield* register(baseUrl, withPricing({ basePrice: "0.000100", currency: "DAI", model: "dynamic", maxPrice: "0.01" })))
     }))
 
   it.effect("an inputSchema that is not a valid JSON Schema is refused with an issue inside capabilities.0.inputSchema", () =>
