@@ -101,7 +101,7 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
         })} WHERE id = ${requestId}`
         yield* sql`UPDATE escrows SET amount = ${c.charged.toString()} WHERE execution_id = ${requestId}`
         if (c.returned === 0n) return
-        if (remainderTo === "credit") yield* remainders.openCredit(row.payer)
+        if (remainderTo === "credit") yield* ledger.openCreditAccount(creditAccount(row.payer), row.payer)
         else yield* remainders.create({ executionId: requestId, paymentId: row.paymentId, to: row.payer, amount: c.returned, source: "metered" })
         yield* ledger.transfer({
           kind: remainderTo === "credit" ? "remainder_credit" : "remainder_owed",

@@ -129,6 +129,11 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         description: "Owed by the agent: disputed earnings it had already withdrawn, repaid from its next earnings"
       })} ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
 
-    return { transfer, transferStatements, openAgentAccounts, openDebtAccount, balance } as const
+    /** A payer's credit account (a metered call's remainder kept at the payer's request), opened on first use. */
+    const openCreditAccount = (account: string, wallet: string) =>
+      sql`INSERT INTO ledger_accounts ${sql.insert({ id: account, kind: "liability", description: `Credit of payer ${wallet.toLowerCase()}` })}
+          ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
+
+    return { transfer, transferStatements, openAgentAccounts, openDebtAccount, openCreditAccount, balance } as const
   })
 }) {}

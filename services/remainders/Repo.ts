@@ -46,11 +46,6 @@ export class RemaindersRepo extends Effect.Service<RemaindersRepo>()("remainders
         authNonce: `0x${randomBytes(32).toString("hex")}`
       })}`.pipe(Effect.asVoid)
 
-    /** The payer's credit account (opened on first use). */
-    const openCredit = (wallet: string) =>
-      sql`INSERT INTO ledger_accounts ${sql.insert({ id: creditAccount(wallet), kind: "liability", description: `Credit of payer ${wallet.toLowerCase()}` })}
-          ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
-
     /** The payer's credit balance (micro-USDC, positive), locked when `lock` (a withdrawal spends it). */
     const creditOf = (wallet: string, lock: boolean) =>
       Effect.gen(function* () {
@@ -59,6 +54,6 @@ export class RemaindersRepo extends Effect.Service<RemaindersRepo>()("remainders
         return BigInt(rows[0]?.balance ?? "0")
       })
 
-    return { create, openCredit, creditOf } as const
+    return { create, creditOf } as const
   })
 }) {}
