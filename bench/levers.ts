@@ -29,10 +29,14 @@ const requests = intEnv("BENCH_LEVERS_REQUESTS", 600)
 const counted = intEnv("BENCH_LEVERS_COUNTED", 100)
 const profile = intEnv("BENCH_LEVERS_PROFILE", 1) === 1
 const webhook = intEnv("BENCH_LEVERS_WEBHOOK", 0) === 1
+/** BENCH_LEVERS_ENV="A=1,B=2": more environment for the service (A/B runs of a switch). */
+const env = Object.fromEntries((process.env["BENCH_LEVERS_ENV"] ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]))
+/** BENCH_LEVERS_NODE_ARGS="--flag=1 --other": Node options for the service (as `npm start`'s own). */
+const nodeArgs = (process.env["BENCH_LEVERS_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "")
 const out = process.env["BENCH_LEVERS_OUT"] ?? path.join(ROOT, "bench", "levers", `${label}.json`)
 
 const cpuRun = async (infra: Infra, agentId: string, receiverUrl: string) => {
-  const server = await startMarketplace(infra, { name: "marketplace (cpu)" })
+  const server = await startMarketplace(infra, { name: "marketplace (cpu)", env, nodeArgs })
   try {
     const pid = servingPid(server)
     await sleep(3_000)
@@ -64,7 +68,7 @@ const countedRun = async (infra: Infra, agentId: string, receiverUrl: string) =>
   const pgProxy = await startPgProxy(infra.pgHost, infra.pgPort)
   const forgetPg = onCleanup("pg proxy", () => pgProxy.close())
   const db = infra.databaseUrl.replace(`@${infra.pgHost}:${infra.pgPort}/`, `@${pgProxy.url}/`)
-  const server = await startMarketplace(infra, { name: "marketplace (counted)", rpcUrl: rpc.url, databaseUrl: db })
+  const server = await startMarketplace(infra, { name: "marketplace (counted)", rpcUrl: rpc.url, databaseUrl: db, env, nodeArgs })
   try {
     if (webhook) await subscribeEverything(server.origin, agentId, 1, receiverUrl)
     const jobs = marketplaceJobs(agentId, await sign(counted + 10), 0)
@@ -100,7 +104,7 @@ const countedRun = async (infra: Infra, agentId: string, receiverUrl: string) =>
 
 const profileRun = async (infra: Infra, agentId: string, receiverUrl: string) => {
   const dir = path.join(infra.tmp, `profile-${Date.now()}`)
-  const server = await startMarketplace(infra, { name: "marketplace (profiled)", nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`], fromSource: true })
+  const server = await startMarketplace(infra, { name: "marketplace (profiled)", nodeArgs: [...nodeArgs, "--cpu-prof", `--cpu-prof-dir=${dir}`], fromSource: true, env })
   let window = { fromUs: 0, toUs: 0 }
   try {
     if (webhook) await subscribeEverything(server.origin, agentId, 1, receiverUrl)
@@ -148,7 +152,7 @@ const main = async () => {
   await setup.child.stop()
   const start = await ChainSnapshot.take(infra.rpcUrl, infra)
   const load = () => execSync("cat /proc/loadavg").toString().trim()
-  const result: Record<string, unknown> = { label, commit: execSync("git rev-parse --short HEAD").toString().trim(), webhook, loadAtStart: load() }
+  const result: Record<string, unknown> = { label, env, nodeArgs, commit: execSync("git rev-parse --short HEAD").toString().trim(), webhook, loadAtStart: load() }
   log(`levers [${label}]: cpu run (c=32, ${requests} calls)`)
   result["cpu"] = await cpuRun(infra, agentId, receiver.url)
   log(JSON.stringify(result["cpu"]))
