@@ -1,14 +1,16 @@
 // `npm run bench:levers`: the measures of issue 29's levers that hold on a loaded machine (nothing here is a
 // throughput: CPU time per paid call, statements per paid call, a CPU profile's shares, idle RSS). One marketplace
 // against the bench's anvil, PostgreSQL and echo agent (bench/lib/servers.ts), every phase on the same chain snapshot:
-//   1. idle RSS of the service (the bundle, as `npm start` runs it) 3 s after /health answers;
+//   1. idle RSS of the service (the bundle, as `npm start` runs it) 3 s after /health answers, then its idle CPU over 10 s
+//      (service and PostgreSQL: the background workers' polling);
 //   2. c=32: CPU per paid call of the service and of PostgreSQL (utime+stime from /proc over the measured calls);
 //   3. c=1 through the counting proxies: PostgreSQL statements, round trips and transactions per paid call (background
 //      work included) and chain calls;
 //   4. c=32 from the sources under `node --cpu-prof`: the top 15 functions by self time and the areas.
 // Writes JSON (BENCH_LEVERS_OUT, default bench/levers/<label>.json) and prints a summary; BENCH_LEVERS_LABEL names the run.
 // Settings: BENCH_LEVERS_REQUESTS (600 at c=32), BENCH_LEVERS_COUNTED (100 at c=1), BENCH_LEVERS_PROFILE (1: run step 4),
-// BENCH_LEVERS_WEBHOOK (0: a `*` webhook subscribed in every phase when 1), BENCH_KEEP_PROFILES (a directory to keep the
+// BENCH_LEVERS_WEBHOOK (0: a `*` webhook subscribed in every phase when 1), BENCH_LEVERS_DOC (1: write the `levers`
+// section of docs/performance.md, this run against bench/levers/before.json: bench/lib/leversReport.ts), BENCH_KEEP_PROFILES (a directory to keep the
 // .cpuprofile in). About a minute on 2 cores.
 import { copyFile, mkdir, readdir, writeFile } from "node:fs/promises"
 import * as path from "node:path"
@@ -17,6 +19,7 @@ import { startWebhookReceiver, subscribeEverything } from "./lib/features.js"
 import { checkExecution, input, marketplaceJobs, registerAgent, sign } from "./lib/jobs.js"
 import { runClosedLoop } from "./lib/load.js"
 import { BenchError, intEnv, log, postJson, ROOT, sleep } from "./lib/params.js"
+import { type LeversRun, writeLeversSection } from "./lib/leversReport.js"
 import { summariseProfile } from "./lib/profile.js"
 import { cpuMs, memoryKb, treeCpuMs } from "./lib/proc.js"
 import { startPgProxy, startRpcProxy } from "./lib/proxies.js"
@@ -41,6 +44,11 @@ const cpuRun = async (infra: Infra, agentId: string, receiverUrl: string) => {
     const pid = servingPid(server)
     await sleep(3_000)
     const idleKb = memoryKb(pid)?.rss ?? 0
+    // Idle: what the background workers cost with no request (ms of CPU per second; 10 ms/s = 1% of a core).
+    const pgIdle = postmasterPid(infra.pgDir)
+    const idleBefore = { server: cpuMs(pid), postgres: treeCpuMs(pgIdle) }
+    await sleep(10_000)
+    const idleCpuMsPerSecond = { server: (cpuMs(pid) - idleBefore.server) / 10, postgres: (treeCpuMs(pgIdle) - idleBefore.postgres) / 10 }
     if (webhook) await subscribeEverything(server.origin, agentId, 1, receiverUrl)
     const jobs = marketplaceJobs(agentId, await sign(100 + requests), 0)
     const common = { origin: server.origin, path: "/api/v1/execute", concurrency: 32, check: checkExecution }
@@ -53,6 +61,7 @@ const cpuRun = async (infra: Infra, agentId: string, receiverUrl: string) => {
     const per = (k: keyof typeof before) => (after[k] - before[k]) / run.requests
     return {
       idleRssMiB: idleKb / 1024,
+      idleCpuMsPerSecond,
       peakRssMiB: (memoryKb(pid)?.hwm ?? 0) / 1024,
       reqPerS: (1000 * run.requests) / run.wallMs,
       cpuMsPerCall: { server: per("server"), postgres: per("postgres"), anvil: per("anvil") }
@@ -178,6 +187,11 @@ const main = async () => {
   await mkdir(path.dirname(out), { recursive: true })
   await writeFile(out, JSON.stringify(result, null, 2))
   log(`wrote ${path.relative(ROOT, out)} in ${result["seconds"]} s`)
+  if (process.env["BENCH_LEVERS_DOC"] === "1") {
+    const doc = process.env["BENCH_OUTPUT"] ?? path.join(ROOT, "docs", "performance.md")
+    await writeLeversSection(doc, path.join(ROOT, "bench", "levers", "before.json"), result as unknown as LeversRun)
+    log(`wrote the levers section of ${path.relative(ROOT, doc)}`)
+  }
 }
 
 main()

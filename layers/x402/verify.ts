@@ -14,6 +14,7 @@ import { paymentIdentifierOf } from "./paymentIdentifier.js"
 import { signedByKey } from "./recover.js"
 import { type SmartAccountConfig, verifySmartAccountSignature } from "./smartAccount.js"
 import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
+import { withSpan } from "../observability/span.js"
 
 /** A verified payment and how it was presented. */
 export interface Verified {
@@ -170,7 +171,7 @@ export const makeVerify = (
         payment,
         presentation: { version: credential.version, handle, network: opened.network, paymentIdentifier: opened.paymentIdentifier }
       } satisfies Verified
-    }).pipe(Effect.withSpan("PaymentVerifier.verify", { attributes: { "x402.version": credential.version } }))
+    }).pipe(withSpan("PaymentVerifier.verify", { attributes: { "x402.version": credential.version } }))
 
   /** An X-PAYMENT (v1) header against a price (kept for callers that only speak v1, such as the paywall bench). */
   const verify = (header: string, amount: bigint): Effect.Effect<VerifiedPayment, PaymentRejected> =>

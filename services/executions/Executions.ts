@@ -40,6 +40,7 @@ import { finish } from "./finish.js"
 import * as View from "./View.js"
 import type { ExecutionReceipt } from "./receipt.js"
 import { Receipts } from "./Receipts.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
   error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
@@ -274,7 +275,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
         Effect.catchIf(isAlreadyUsed, (used) =>
           Effect.flatMap(resend(req, ctx.payment, ctx.chainBudget), Option.match({ onNone: () => Effect.fail(used), onSome: Effect.succeed }))),
         sqlErrorsAsDefects,
-        Effect.withSpan("Executions.execute")
+        withSpan("Executions.execute")
       )
 
     /**
