@@ -11,6 +11,7 @@ import { outboundSettings } from "./outbound/settings.js"
 import { loadRequestSigner } from "./outbound/signing.js"
 import { outboundTraceparent } from "./outbound/trace.js"
 import { addressRefusal, hostOf } from "./UrlGuard.js"
+import { withSpan } from "./observability/span.js"
 
 export { BREAKER_OPTIONS, type BreakerChange } from "./outbound/breakers.js"
 export { AgentCallError, type AgentFailureKind } from "./outbound/errors.js"
@@ -105,7 +106,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         })
       }).pipe(
         Effect.tapError((e) => Effect.annotateCurrentSpan({ "agent.failure": e.kind })),
-        Effect.withSpan("AgentProxy.call", { attributes: { "agent.id": c.agentId, "request.id": c.requestId } })
+        withSpan("AgentProxy.call", { attributes: { "agent.id": c.agentId, "request.id": c.requestId } })
       )
 
     const probe = (url: string, timeoutMs: number = DEFAULT_PROBE_TIMEOUT_MS): Effect.Effect<boolean> =>
@@ -114,7 +115,7 @@ export class AgentProxy extends Effect.Service<AgentProxy>()("AgentProxy", {
         : Effect.tryPromise((signal) => exchange.probe(url, timeoutMs, signal)).pipe(
           // A probe answers a yes/no question: any failure (refused, reset, timeout, blocked) is "not healthy".
           Effect.orElseSucceed(() => false),
-          Effect.withSpan("AgentProxy.probe", { attributes: { url } })
+          withSpan("AgentProxy.probe", { attributes: { url } })
         )
 
     return { call, probe, breakerChanges: breakers.changes, isOpen: breakers.isOpen, signingKey: signer.info, signBytes: signer.signBytes } as const

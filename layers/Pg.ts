@@ -1,6 +1,7 @@
 // PostgreSQL: an embedded server under DATA_DIR when DATABASE_URL is unset, any server when it is set; migrations run at start.
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Config, Data, Duration, Effect, Layer, Option, Redacted, String as Str } from "effect"
 import cluster from "node:cluster"
@@ -10,6 +11,8 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { AppConfig } from "./Config.js"
 import { startEmbeddedPostgres } from "./embeddedPostgres.js"
+import { PreparingClient } from "./pgPrepared.js"
+import pg from "pg"
 
 export class DatabaseStartError extends Data.TaggedError("DatabaseStartError")<{ readonly message: string }> {}
 
@@ -122,12 +125,38 @@ export const PgLive = Layer.unwrapScoped(
     const { url, dataDir } = Option.isSome(config.databaseUrl) ? { url: config.databaseUrl.value, dataDir: undefined } : yield* embedded
     const pool = yield* maxConnections
     const timeoutMs = yield* queryTimeoutMs
-    const client = PgClient.layer({
+    const connectMs = yield* connectTimeoutMs
+    const prepared = yield* Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true))
+    // PgClient.layer's own pool, built here so that its connections can name repeated statements (pgPrepared.ts).
+    const client = PgClient.layerFromPool({
       ...clientOptions,
-      url: withStatementTimeout(url, timeoutMs),
-      maxConnections: pool,
-      connectTimeout: Duration.millis(yield* connectTimeoutMs),
-      stream: answeringSocket(timeoutMs + 2_000)
+      acquire: Effect.gen(function* () {
+        const pgPool = yield* Effect.acquireRelease(
+          Effect.sync(() => {
+            const created = new pg.Pool({
+              connectionString: Redacted.value(withStatementTimeout(url, timeoutMs)),
+              max: pool,
+              connectionTimeoutMillis: connectMs,
+              application_name: clientOptions.applicationName,
+              stream: answeringSocket(timeoutMs + 2_000),
+              ...(prepared ? { Client: PreparingClient } : {})
+            })
+            created.on("error", () => {})
+            return created
+          }),
+          (created) => Effect.promise(() => created.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+        )
+        yield* Effect.tryPromise({
+          try: () => pgPool.query("SELECT 1"),
+          catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+        }).pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(connectMs),
+            onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+          })
+        )
+        return pgPool
+      })
     })
     const migrated = PgMigrator.layer({ loader: sqlFileLoader }).pipe(Layer.provide(NodeContext.layer))
     return Layer.merge(

@@ -12,6 +12,7 @@ import type { Runner } from "./runner.js"
 import type { TreasuryTxEvent } from "./treasuryTx.js"
 import type { DeliveryEvent } from "./webhookDelivery.js"
 import type { WithdrawalEvent } from "./withdrawal.js"
+import { withSpan } from "../layers/observability/span.js"
 
 /** Every persisted machine kind and the events it takes. */
 export interface MachineEvents {
@@ -97,7 +98,7 @@ export class MachineHost extends Effect.Service<MachineHost>()("machines/Machine
         { concurrency: 8, discard: true }
       )
       return due.length
-    }).pipe(Effect.withSpan("MachineHost.fireDue"))
+    }).pipe(withSpan("MachineHost.fireDue"))
 
     return { deliver, deliverNow, lockAll, fireDue } as const
   })

@@ -7,6 +7,7 @@ import type { AnyStateMachine, EventFromLogic } from "xstate"
 import type { Deliver, Delivered, MachineKind } from "./Host.js"
 import { type ActionOf, type ParamsOf, type PersistedSnapshot, type Step, stepMachine } from "./step.js"
 import * as UnitOfWork from "../services/sql/UnitOfWork.js"
+import { withSpan } from "../layers/observability/span.js"
 
 /** What an action handler sees: its actor, the event, and the host's services for effects that belong to the step. */
 export interface ActionContext<M extends AnyStateMachine, Row> {
@@ -170,7 +171,7 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
       }]))
       yield* Effect.all(later, { discard: true })
       return Option.some<Delivered>({ from: step.from, state: step.state, changed: true })
-    }).pipe(Effect.withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))
+    }).pipe(withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))
   const lockAll = (ids: ReadonlyArray<string>) =>
     Effect.gen(function* () {
       const unit = Option.getOrUndefined(yield* UnitOfWork.current)

@@ -143,6 +143,8 @@ export const startMarketplace = async (
     readonly webConcurrency?: number
     /** From the sources through tsx instead of the bundle (CPU profiles then name our files and the packages). */
     readonly fromSource?: boolean
+    /** More environment for the service (bench:levers' A/B runs). */
+    readonly env?: Readonly<Record<string, string>>
   }
 ): Promise<Server> => {
   const port = await freePort()
@@ -161,7 +163,8 @@ export const startMarketplace = async (
       RATE_LIMIT_AGENT_PER_WINDOW: "100000000",
       RATE_LIMIT_CLIENT_PER_WINDOW: "100000000",
       HEALTH_PROBE_INTERVAL_MS: "3600000",
-      ...(workers > 1 ? { WEB_CONCURRENCY: String(workers) } : {})
+      ...(workers > 1 ? { WEB_CONCURRENCY: String(workers) } : {}),
+      ...options.env
     }
   })
   const origin = `http://127.0.0.1:${port}`

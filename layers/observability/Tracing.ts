@@ -3,6 +3,7 @@
 import { FetchHttpClient, Headers, HttpMiddleware } from "@effect/platform"
 import { OtlpSerialization, OtlpTracer } from "@effect/opentelemetry"
 import { Config, ConfigError, Duration, Effect, Either, Layer, Option, Redacted } from "effect"
+import { setSpansEnabled } from "./span.js"
 
 /** Header values never copied into span attributes: credentials, payments and their signatures, chain tokens. */
 export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
@@ -105,9 +106,14 @@ export const TracingLive = Layer.unwrapEffect(
   Effect.map(tracingSettings, (settings) =>
     Option.match(settings.url, {
       onNone: () =>
-        Layer.mergeAll(Layer.setTracerEnabled(false), Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, () => true)),
+        Layer.mergeAll(
+          Layer.setTracerEnabled(false),
+          Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, () => true),
+          Layer.effectDiscard(Effect.sync(() => setSpansEnabled(false)))
+        ),
       onSome: (url) =>
         Layer.mergeAll(
+          Layer.effectDiscard(Effect.sync(() => setSpansEnabled(true))),
           exporter(settings, url),
           Layer.setTracerEnabled(true),
           Layer.locallyScoped(Headers.currentRedactedNames, REDACTED_HEADERS)

@@ -5,6 +5,7 @@ import { Config, Duration, Effect } from "effect"
 import { type Hex, isAddressEqual, isErc6492Signature, parseErc6492Signature, type TypedDataDefinition } from "viem"
 import { transferWithAuthorizationTypes } from "../devnet/usdcAbi.js"
 import { PaymentRejected } from "./payment.js"
+import { withSpan } from "../observability/span.js"
 
 const address = /^0x[0-9a-fA-F]{40}$/
 
@@ -103,5 +104,5 @@ export const verifySmartAccountSignature = (
     if (!valid) return yield* reject("invalid_exact_evm_payload_signature", "the smart account does not accept the payment signature (ERC-1271/ERC-6492)")
   }).pipe(
     Effect.timeoutFail({ duration: Duration.millis(config.verifyTimeoutMs), onTimeout: () => chainUnavailable }),
-    Effect.withSpan("PaymentVerifier.smartAccount")
+    withSpan("PaymentVerifier.smartAccount")
   )

@@ -3,7 +3,7 @@
 // touched (recipient, amount, validity window, EIP-3009 signature: local ECDSA first, a smart account's on the chain),
 // then the chain (authorization unused, funds).
 import { Clock, Effect, Either } from "effect"
-import { getAddress, type Hex, isAddressEqual, verifyTypedData } from "viem"
+import { getAddress, type Hex, isAddressEqual } from "viem"
 import type { AppConfigShape } from "../Config.js"
 import type { ChainShape } from "../Chain.js"
 import { transferWithAuthorizationTypes, usdcAbi } from "../devnet/usdcAbi.js"
@@ -11,8 +11,10 @@ import type { PaymentCredential } from "./credential.js"
 import { decodePaymentHeader } from "./header.js"
 import { type ExactEvmPayload, PaymentRejected, type Presentation, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
 import { paymentIdentifierOf } from "./paymentIdentifier.js"
+import { signedByKey } from "./recover.js"
 import { type SmartAccountConfig, verifySmartAccountSignature } from "./smartAccount.js"
 import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
+import { withSpan } from "../observability/span.js"
 
 /** A verified payment and how it was presented. */
 export interface Verified {
@@ -126,9 +128,8 @@ export const makeVerify = (
       const typedData = { domain, types: transferWithAuthorizationTypes, primaryType: "TransferWithAuthorization", message } as const
       // The payer's own key: checked here, no chain call (a plain-key payment costs nothing more). Anything else may be
       // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
-      const signedByKey = signature.length === 132 &&
-        (yield* Effect.promise(() => verifyTypedData({ ...typedData, address: payer, signature }).catch(() => false)))
-      if (!signedByKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
+      const byKey = yield* Effect.promise(() => signedByKey(typedData, payer, signature))
+      if (!byKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
       const [used, balance] = yield* Effect.tryPromise(() =>
         Promise.all([
           publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] }),
@@ -170,7 +171,7 @@ export const makeVerify = (
         payment,
         presentation: { version: credential.version, handle, network: opened.network, paymentIdentifier: opened.paymentIdentifier }
       } satisfies Verified
-    }).pipe(Effect.withSpan("PaymentVerifier.verify", { attributes: { "x402.version": credential.version } }))
+    }).pipe(withSpan("PaymentVerifier.verify", { attributes: { "x402.version": credential.version } }))
 
   /** An X-PAYMENT (v1) header against a price (kept for callers that only speak v1, such as the paywall bench). */
   const verify = (header: string, amount: bigint): Effect.Effect<VerifiedPayment, PaymentRejected> =>

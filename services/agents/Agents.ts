@@ -19,6 +19,7 @@ import { JsonSchemas, type SchemaIssue } from "./JsonSchemas.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { consumeWalletSignature, verifyWalletSignature, type WalletAuthHeaders } from "./WalletAuth.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 const encodeCapabilities = Schema.encodeSync(Schema.Array(Capability))
 const decodeRecord = Schema.decodeUnknown(AgentRecord)
@@ -112,7 +113,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         if (Option.isNone(record) || record.value.status === "pending") return yield* notFound(id)
         yield* cache.set(id, record.value, since)
         return { agent: record.value, meta: { cached: false, cacheSource: "database" as const } }
-      }).pipe(Effect.withSpan("Agents.get"))
+      }).pipe(withSpan("Agents.get"))
 
     /**
      * Loads the agent for its owner, proving the wallet signature; suspended agents are frozen for owners. `use`: inside
@@ -170,7 +171,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         ).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* cache.invalidate(id)
         return updated
-      }).pipe(Effect.withSpan("Agents.update"))
+      }).pipe(withSpan("Agents.update"))
 
     const deactivate = (id: AgentId, auth: WalletAuthHeaders) =>
       Effect.gen(function* () {
@@ -185,7 +186,7 @@ export class Agents extends Effect.Service<Agents>()("Agents", {
         ).pipe(Effect.catchTag("SqlError", Effect.die))
         yield* cache.invalidate(id)
         return { id, status: "inactive" as const }
-      }).pipe(Effect.withSpan("Agents.deactivate"))
+      }).pipe(withSpan("Agents.deactivate"))
 
     const checkWallet = (wallet: string) =>
       sql<{ id: string }>`SELECT id FROM agents WHERE wallet = ${wallet} AND status <> 'pending'`.pipe(

@@ -1,5 +1,6 @@
 // Reading chains: the traced tree and its cost (by chain id or root transaction id), and the budget a chain would need.
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Effect, Option } from "effect"
 import type { BudgetCheck, BudgetCheckRequest, ChainView } from "../../src/domain/Chain.js"
 import { NotFound } from "../../src/domain/Errors.js"
@@ -37,10 +38,10 @@ export class Chains extends Effect.Service<Chains>()("chains/Chains", {
           SELECT amount::text AS amount, status, tx_hash FROM refunds WHERE chain_id = ${chain.id}`.pipe(Effect.orDie)
         const refundView: ChainView["refund"] = refund === undefined ? null : { amount: formatUsdc(BigInt(refund.amount)), status: refund.status, txHash: refund.txHash }
         return View.chainView(chain, nodes, root, refundView)
-      }).pipe(Effect.withSpan("Chains.status"))
+      }).pipe(withSpan("Chains.status"))
 
     const cost = (key: string) =>
-      Effect.map(load(key), ({ chain, nodes, root }) => View.costView(chain, nodes, root.transactionId)).pipe(Effect.withSpan("Chains.cost"))
+      Effect.map(load(key), ({ chain, nodes, root }) => View.costView(chain, nodes, root.transactionId)).pipe(withSpan("Chains.cost"))
 
     /**
      * What a chain rooted at this call would cost: the call itself, and below it what this agent's past chains spent
@@ -81,7 +82,7 @@ export class Chains extends Effect.Service<Chains>()("chains/Chains", {
           recommendedBudget: formatUsdc(recommended),
           estimateSource: sub.source
         } satisfies BudgetCheck
-      }).pipe(Effect.withSpan("Chains.budgetCheck"))
+      }).pipe(withSpan("Chains.budgetCheck"))
 
     return { status, cost, budgetCheck } as const
   }),

@@ -3,6 +3,7 @@
 // and standing, the budget) comes before anything is reserved; the price is reserved from the budget (one UPDATE under the
 // chain row's lock) in the executions pipeline's reservation transaction.
 import { Clock, Effect, Option } from "effect"
+import { withSpan } from "../../layers/observability/span.js"
 import { CHAIN_TIMEOUT_MS } from "../../machines/chain.js"
 import type { AgentRecord } from "../../src/domain/Agent.js"
 import { BadRequest, BudgetExceeded, ChainTimeout, Forbidden, NotFound } from "../../src/domain/Errors.js"
@@ -151,7 +152,7 @@ export class ChainCalls extends Effect.Service<ChainCalls>()("chains/ChainCalls"
           info: (readHandle) =>
             Effect.map(infoFor(token), (info) => Option.match(readHandle, { onNone: () => info, onSome: (handle) => ({ ...info, readHandle: handle }) }))
         } satisfies ChainBudgetFunding
-      }).pipe(Effect.withSpan("ChainCalls.fund"))
+      }).pipe(withSpan("ChainCalls.fund"))
 
     /** The callee hires in turn with a token one level deeper, its own span in the chain's trace. */
     const callContext = (token: ChainTokenPayload, chain: { readonly maxDepth: number; readonly payer: string }, reserved: Reserved, agentId: string, requestId: string) =>

@@ -8,6 +8,7 @@ import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import { unstorableStrings } from "../../src/domain/Json.js"
 import { settlementPolicy } from "../../src/domain/Trust.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 export interface CallOutcome {
   readonly success: boolean
@@ -67,7 +68,7 @@ export class AgentCall extends Effect.Service<AgentCall>()("executions/AgentCall
           success: false,
           event: { type: "AGENT_FAILED", at, timedOut: failure.kind === "timeout", error: failure.message, kind: failure.kind, durationMs: failure.durationMs }
         } satisfies CallOutcome
-      }).pipe(Effect.withSpan("Executions.callAgent"))
+      }).pipe(withSpan("Executions.callAgent"))
 
     return { call } as const
   }),

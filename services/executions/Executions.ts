@@ -1,6 +1,7 @@
 // The one paid-call pipeline: admit → fund → reserve → run → record, whatever pays (src/domain/Funding.ts): an x402
 // payment (paid.ts: of the price, or of a chain's whole budget) or a chain's budget (chained.ts); retries and status views.
 import { Effect, Option } from "effect"
+import { withSpan } from "../../layers/observability/span.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
 import { holdsPayment } from "../../layers/x402/credential.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -54,7 +55,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
           return chained(req, funding, ctx.limits).pipe(
             Effect.map((view): ExecuteOutcome => ({ _tag: "Done", view, payment: null })),
             sqlErrorsAsDefects,
-            Effect.withSpan("Executions.execute")
+            withSpan("Executions.execute")
           )
       }
     }

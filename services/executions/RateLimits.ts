@@ -2,6 +2,7 @@
 // window sliding by minutes), shared by all server processes through PostgreSQL (rate_limit_windows).
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** What is left in both windows, as X-RateLimit-Agent-Remaining and X-RateLimit-Client-Remaining say. */
 export interface Remaining {
@@ -67,7 +68,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
         } satisfies Window
         yield* noteLimits(seen, window)
         return window
-      }).pipe(Effect.orDie, Effect.withSpan("RateLimits.consume"))
+      }).pipe(Effect.orDie, withSpan("RateLimits.consume"))
 
     /**
      * Gives the unit back (the request was refused before doing anything: bad payment, over quota); `seen` then holds
@@ -126,7 +127,7 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
           }
         }
         return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((retryAt - now) / 1000)) } satisfies LoginAttempt
-      }).pipe(Effect.orDie, Effect.withSpan("RateLimits.loginAttempt"))
+      }).pipe(Effect.orDie, withSpan("RateLimits.loginAttempt"))
 
     const prune = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis

@@ -3,6 +3,7 @@
 // transaction: the budget taken under the chain row's lock, the payment row, the execution, the escrow, the hold, the
 // chain's events), run (the agent, with a token one level deeper), record (the machine; the chain hears CHECK) and answer.
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import { sha256 } from "../../layers/x402/payment.js"
@@ -154,5 +155,5 @@ export const chaining = (timing: Timing) => Effect.gen(function* () {
 
       // 6. Answer.
       return yield* answer(requestId, funding, Option.some(readHandle))
-    }).pipe(Effect.withSpan("Executions.chained"))
+    }).pipe(withSpan("Executions.chained"))
 })

@@ -3,6 +3,7 @@
 // both are in. A payment that buys a chain's budget settles first, then the agent is called (settleFirst). A crash in
 // between is finished by the recovery workers and the deadline timers.
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Clock, Effect, Option } from "effect"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
@@ -98,5 +99,5 @@ export const settleFirst = Effect.gen(function* () {
         yield* circuits.observe(call.agent.id, call.agent.circuitState, called.success)
       }
       yield* host.deliverNow("chain", plan.chainId, { type: "CHECK", at: yield* Clock.currentTimeMillis })
-    }).pipe(Effect.withSpan("Executions.settleFirst"))
+    }).pipe(withSpan("Executions.settleFirst"))
 })

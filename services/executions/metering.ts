@@ -3,6 +3,7 @@
 // remainders payable (paid back on chain in batches, services/remainders) or to the payer's credit. One transaction
 // with the answer's record, before the machine steps (so every release, refund or dispute sees the charge).
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Effect } from "effect"
 import type { Capability } from "../../src/domain/Agent.js"
 import { chargeFor, type Meter, meterOf, unitsOfDuration } from "../../src/domain/Pricing.js"
@@ -112,7 +113,7 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
         }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
         // The payer's spending limits counted the maximum: what was not charged goes back to the day (services/limits).
         yield* restoreStatement(sql, { paymentId: row.paymentId, source: `metered:${requestId}`, amount: c.returned })
-      }).pipe(Effect.withSpan("Metering.charge"))
+      }).pipe(withSpan("Metering.charge"))
 
     return { charge } as const
   }),

@@ -3,6 +3,7 @@
 // (one statement: limits, payment, execution, escrow, hold, event), run (settle and call the agent), record (one
 // transaction: the machine and the settlement) and answer.
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Clock, Duration, Effect, Fiber, Option, type Scope } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import type { PaymentRejected } from "../../layers/x402/payment.js"
@@ -228,6 +229,6 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       Effect.catchIf(isAlreadyUsed, (used) =>
         Effect.flatMap(resend(req, funding), Option.match({ onNone: () => Effect.fail(used), onSome: Effect.succeed }))),
       sqlErrorsAsDefects,
-      Effect.withSpan("Executions.execute")
+      withSpan("Executions.execute")
     )
 })

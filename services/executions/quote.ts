@@ -2,6 +2,7 @@
 // true` in the body, answered `{"price": "<USDC>"}` within QUOTE_TIMEOUT_MS and 4 KiB; the price must lie within the
 // capability's maxPrice (docs/agent-requests.md "Metered pricing"). Refusals charge nothing.
 import { Config, Effect, Option } from "effect"
+import { withSpan } from "../../layers/observability/span.js"
 import { AgentProxy } from "../../layers/AgentProxy.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import { BadGateway } from "../../src/domain/Errors.js"
@@ -40,7 +41,7 @@ export class Quotes extends Effect.Service<Quotes>()("executions/Quotes", {
         const read = readQuote(reply.body, meter.maxUnits)
         if ("problem" in read) return yield* refused(read.problem)
         return read.price
-      }).pipe(Effect.withSpan("Quotes.quote"))
+      }).pipe(withSpan("Quotes.quote"))
 
     return { quote } as const
   }),

@@ -13,6 +13,7 @@ import type { ExecuteOutcome } from "./outcome.js"
 import { Receipts } from "./Receipts.js"
 import { ExecutionsRepo } from "./Repo.js"
 import * as View from "./View.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** What binds a request to its purchase: agent, capability, input (and a chain root's budget), hashed canonically. */
 export const requestHashOf = (req: ExecuteRequest, chainBudget: Option.Option<bigint>) =>
@@ -66,5 +67,5 @@ export const resending = Effect.gen(function* () {
         return Option.some<ExecuteOutcome>({ _tag: "Accepted", requestId: row.id, jobId, statusUrl, payment })
       }
       return Option.some<ExecuteOutcome>({ _tag: "Done", view: View.forClient(row, true), payment })
-    }).pipe(Effect.withSpan("Executions.resend"))
+    }).pipe(withSpan("Executions.resend"))
 })

@@ -1,6 +1,7 @@
 // A retry of a failed or timed-out execution on its original payment (authorised by the same payment header): the
 // machine takes RETRY, the agent is called again, and the outcome is recorded like a first attempt's.
 import { SqlClient } from "@effect/sql"
+import { withSpan } from "../../layers/observability/span.js"
 import { Clock, Effect, Fiber, Option, type Scope } from "effect"
 import { holdsPayment } from "../../layers/x402/credential.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -58,5 +59,5 @@ export const retrying = (scope: Scope.Scope) =>
         }).pipe(Effect.catchAllCause((cause) => Effect.logError(`retry of ${id} failed`, cause)))
         yield* Fiber.join(yield* Effect.forkIn(attempt, scope))
         return View.forClient(Option.getOrThrow(yield* load(id)), true)
-      }).pipe(sqlErrorsAsDefects, Effect.withSpan("Executions.retry"))
+      }).pipe(sqlErrorsAsDefects, withSpan("Executions.retry"))
   })

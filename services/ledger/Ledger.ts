@@ -4,6 +4,7 @@ import { Data, Effect } from "effect"
 import { newId } from "../../src/domain/Ids.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { countFlows } from "./flows.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** Fixed platform accounts (see migrations/0001_init.sql). */
 export const Accounts = {
@@ -101,7 +102,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           if (m.credit.startsWith("agent:")) yield* UnitOfWork.addPending(m.credit, -m.amount)
         }
         return id
-      }).pipe(Effect.withSpan("Ledger.transfer", { attributes: { kind: input.kind } }))
+      }).pipe(withSpan("Ledger.transfer", { attributes: { kind: input.kind } }))
 
     /** The agent's two accounts; created with the agent, in its transaction. */
     const openAgentAccounts = (agentId: string) =>

@@ -10,6 +10,7 @@ import { erc6492DeploymentOf, isAllowedFactory, SmartAccountConfig } from "../..
 import { TreasuryRepo } from "../treasury/Repo.js"
 import { TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { pending, type Settlement } from "./chainOutcome.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** The most gas a factory call may take (a real account factory deploys a proxy: ≈ 150,000-350,000). */
 const MAX_DEPLOY_GAS = 1_000_000n
@@ -64,7 +65,7 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
         return failed("smart_wallet_deployment_failed", "the factory call did not deploy the payer's account")
       }).pipe(
         Effect.catchAll((e) => Effect.succeed(Option.some(pending(`smart account deployment: ${"message" in e ? String(e.message) : String(e)}`.slice(0, 300))))),
-        Effect.withSpan("AccountDeployer.ensureDeployed")
+        withSpan("AccountDeployer.ensureDeployed")
       )
 
     return { ensureDeployed } as const

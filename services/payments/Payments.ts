@@ -21,6 +21,7 @@ import { lookUp, paidInBatch, pending, resolveInBatch, resolveSingle, type Settl
 import { PAYMENT_LEASE_MS, type PaymentPurpose, type PaymentRow, PaymentsRepo, verifiedOf } from "./Repo.js"
 import { Settler } from "./Settler.js"
 import { AccountDeployer } from "./AccountDeployer.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 export type { Settlement, SettleOutcome } from "./chainOutcome.js"
 
@@ -87,7 +88,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
       }).pipe(
         Effect.catchTag("ChainReadError", (e) => Effect.succeed(pending(e.message))),
         recordSettlement,
-        Effect.withSpan("Payments.settleOnChain")
+        withSpan("Payments.settleOnChain")
       )
 
     /** Records a settlement in the payment's machine (and its treasury transaction's), inside the caller's transaction. */
@@ -111,7 +112,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const settle = (paymentId: string, p: VerifiedPayment, requirements: PaymentRequirements) =>
       Effect.tap(settleOnChain(paymentId, p, requirements), (s) => sql.withTransaction(recordIn(paymentId, s))).pipe(
         Effect.map((s) => s.outcome),
-        Effect.withSpan("Payments.settle")
+        withSpan("Payments.settle")
       )
 
     /** The treasury worker found our settlement transaction's fate (after a crash or a slow chain): record it. */
@@ -148,7 +149,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
             if (settlement.outcome._tag !== "Pending") yield* sql.withTransaction(recordIn(row.id, settlement))
           }), { concurrency: 4, discard: true })
         yield* sql.withTransaction(writer.recordIn(tx.id, outcome))
-      }).pipe(Effect.withSpan("Payments.resolveBatchTx"))
+      }).pipe(withSpan("Payments.resolveBatchTx"))
 
     const requirementsFor = (row: PaymentRow) => verifier.requirements({ amount: row.amount, resource: "recovery", description: row.purpose })
 
@@ -178,7 +179,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
       const due = yield* sql.withTransaction(repo.claimDue(now, 20)).pipe(Effect.orDie)
       yield* Effect.forEach(due, (row) => recoverOne(row, now), { concurrency: 4, discard: true })
       return due.length
-    }).pipe(Effect.withSpan("Payments.recoverDue"))
+    }).pipe(withSpan("Payments.recoverDue"))
 
     /** The group commit's state: whether it batches, its batch size, and how many payments wait behind the transaction in flight. */
     const settlementQueue = { batching: settler.batching, maxBatch: settler.maxBatch, waiting: settler.waiting } as const

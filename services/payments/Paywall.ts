@@ -9,6 +9,7 @@ import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from "../../layers/x
 import { paymentRequiredV2, type PaymentRequiredV2, settleResponse } from "../../layers/x402/v2.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import { formatUsdc } from "../../src/domain/Money.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** What a call costs and what the payer is told it is for. */
 export interface Quote {
@@ -64,7 +65,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
         if (presented instanceof PaymentRejected) return yield* priced.refuse(presented)
         const { payment, presentation } = yield* verifier.verifyCredential(presented, quote.amount).pipe(Effect.mapError(priced.refuse))
         return { payment, presentation, priced }
-      }).pipe(Effect.withSpan("Paywall.charge"))
+      }).pipe(withSpan("Paywall.charge"))
 
     /**
      * Charges from an x402 v2 PaymentPayload object that arrived already decoded (an MCP client's

@@ -14,6 +14,7 @@ import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
 import { batchCalldata, batchGas, paidInBatch, singleCalldata } from "./chainOutcome.js"
 import * as GroupCommit from "../sql/GroupCommit.js"
 import { PaymentsRepo } from "./Repo.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** Gas for one transferWithAuthorization; set explicitly to skip an estimate round trip per settlement. */
 const SETTLEMENT_GAS = 150_000n
@@ -89,7 +90,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
       }).pipe(
         // Nothing was stored (the nonce and the row roll back together), or the stored transaction is the worker's now.
         Effect.catchTags({ TreasuryError: (e) => Effect.succeed(notSent(e.message)), SqlError: (e) => Effect.succeed(notSent(`database: ${e.message}`)) }),
-        Effect.withSpan("Settler.sendOne")
+        withSpan("Settler.sendOne")
       )
 
     /** One batch transaction for the group; the payments are linked to it in the database transaction that stores it. */
@@ -119,7 +120,7 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
           TreasuryError: (e) => Effect.succeed(group.map(() => notSent(e.message))),
           SqlError: (e) => Effect.succeed(group.map(() => notSent(`database: ${e.message}`)))
         }),
-        Effect.withSpan("Settler.sendBatch", { attributes: { size: group.length } })
+        withSpan("Settler.sendBatch", { attributes: { size: group.length } })
       )
 
     const release = (group: ReadonlyArray<Waiting>, sent: (i: number) => Sent) =>

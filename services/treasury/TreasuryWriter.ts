@@ -12,6 +12,7 @@ import { replacer } from "./replace.js"
 import * as txLog from "./txLog.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 /** Stored hashes and bytes are hex (column values the writer made); anything else reads as nothing. */
 const asHex = (s: string): Hex => (isHex(s) ? s : "0x")
@@ -142,7 +143,7 @@ export class TreasuryWriter extends Effect.Service<TreasuryWriter>()("treasury/T
         yield* txLog.sent(intent, stored, sent)
         yield* faults.afterBroadcast({ id, purpose: intent.purpose })
         return stored
-      }).pipe(Effect.withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
+      }).pipe(withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
     /**
      * Asks for the receipt every `everyMs` until `timeoutMs` (RPC faults count as "not yet"). For a lone waiter: viem's

@@ -10,6 +10,7 @@ import { DeliveriesRepo } from "./DeliveriesRepo.js"
 import { matches, WEBHOOK_EVENTS } from "./events.js"
 import { WebhooksRepo } from "./Repo.js"
 import { SEND_BATCH, Sender } from "./Sender.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 const OutboxRow = Schema.Struct({ id: Schema.String, eventType: Schema.String, agentId: Schema.NullOr(Schema.String), payload: Schema.Unknown, createdAt: Schema.DateFromSelf })
 
@@ -47,7 +48,7 @@ export class Dispatcher extends Effect.Service<Dispatcher>()("webhooks/Dispatche
         yield* dispatchedStatement(sql, events.map((e) => e.id), now)
         return events.length
       })
-    ).pipe(Effect.withSpan("Dispatcher.dispatchDue"))
+    ).pipe(withSpan("Dispatcher.dispatchDue"))
 
     return { dispatchDue, sendDue: sender.sendDue, sendTest: sender.sendTest } as const
   }),

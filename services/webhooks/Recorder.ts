@@ -7,6 +7,7 @@ import { MachineHost } from "../../machines/Host.js"
 import * as GroupCommit from "../sql/GroupCommit.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { DeliveriesRepo, type DeliveryRow } from "./DeliveriesRepo.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 export interface AttemptResult {
   readonly attempt: number
@@ -64,7 +65,7 @@ export const makeRecorder = Effect.gen(function* () {
             : { type: "ATTEMPT_FAILED", at: result.at, status, error: error ?? "failed" })
         }
       })
-    ).pipe(Effect.withSpan("Recorder.record", { attributes: { size: group.length } }))
+    ).pipe(withSpan("Recorder.record", { attributes: { size: group.length } }))
 
   const interrupt = (group: Iterable<Waiting>) => Effect.forEach(group, (w) => Deferred.interrupt(w.done), { discard: true })
 

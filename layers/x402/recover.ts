@@ -1,0 +1,59 @@
+// Whether a 65-byte ECDSA signature over an EIP-712 message is the payer's own: the one signature recovery of a paid
+// call. libsecp256k1 through the `secp256k1` package's prebuilt binding (shipped in its npm tarball for linux-x64
+// glibc/musl, darwin-arm64 and win32-x64, loaded by node-gyp-build: nothing compiles at install) recovers in ~0.1 ms;
+// viem's pure-JS path (@noble/curves) takes ~2-2.5 ms on this machine's cores. Where the binding does not load (another
+// platform, a blocked or missing package), viem's path is used: same answers, only slower.
+import { createRequire } from "node:module"
+import { bytesToHex, getAddress, type Hex, hashTypedData, hexToBytes, isAddressEqual, keccak256, type TypedDataDefinition, verifyTypedData } from "viem"
+
+interface Binding {
+  ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed: boolean): Uint8Array
+}
+
+const load = (): Binding | undefined => {
+  if (process.env["X402_NATIVE_SECP256K1"] === "0") return undefined
+  try {
+    // `secp256k1/bindings` throws when no binary loads (unlike the package's index, which falls back to elliptic).
+    return createRequire(import.meta.url)("secp256k1/bindings") as Binding
+  } catch {
+    return undefined
+  }
+}
+
+const binding = load()
+
+/** Which implementation recovers signatures in this process ("native" or "js"), for the start-up log and the tests. */
+export const recoveryImplementation: "native" | "js" = binding === undefined ? "js" : "native"
+
+/** The recovery id of a 65-byte signature's last byte, as viem reads it (0/1 or 27/28); undefined for anything else. */
+const recoveryIdOf = (v: number): number | undefined => (v === 0 || v === 1 ? v : v === 27 || v === 28 ? v - 27 : undefined)
+
+/** Recovers the signer's address with the binding; undefined when the signature recovers no key. */
+const recoverNative = (native: Binding, digest: Hex, signature: Hex): `0x${string}` | undefined => {
+  const bytes = hexToBytes(signature)
+  const recid = recoveryIdOf(bytes[64] ?? -1)
+  if (recid === undefined) return undefined
+  try {
+    const publicKey = native.ecdsaRecover(bytes.subarray(0, 64), recid, hexToBytes(digest), false)
+    return getAddress(bytesToHex(keccak256(publicKey.subarray(1), "bytes").subarray(12)))
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * True when `signature` (65 bytes, 0x + 130 hex characters) over the typed data recovers to `address`; false for any
+ * other signature (a smart account's, a malformed one), which the caller then takes to the chain.
+ */
+export const signedByKey = async <const T extends TypedDataDefinition>(typedData: T, address: `0x${string}`, signature: Hex): Promise<boolean> => {
+  if (signature.length !== 132) return false
+  if (binding === undefined) return verifyTypedData({ ...(typedData as TypedDataDefinition), address, signature }).catch(() => false)
+  let digest: Hex
+  try {
+    digest = hashTypedData(typedData as TypedDataDefinition)
+  } catch {
+    return false
+  }
+  const recovered = recoverNative(binding, digest, signature)
+  return recovered !== undefined && isAddressEqual(recovered, address)
+}
