@@ -4,6 +4,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
+import { NetworksLive } from "../layers/Networks.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
@@ -169,7 +170,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
       )
     ),
     Layer.provide(MachinesLive),
-    Layer.provideMerge(Layer.mergeAll(PgLive, chain))
+    Layer.provideMerge(Layer.provideMerge(NetworksLive, Layer.mergeAll(PgLive, chain)))
   )
 
 /**
