@@ -26,6 +26,8 @@ export interface NetworksShape {
   readonly findCaip2: (caip2: string) => Option.Option<ChainShape>
   /** The network a stored row names, or the primary for a row written before networks existed (or a blank). */
   readonly of: (network: string | null | undefined) => ChainShape
+  /** The ledger's treasury account of a network: "treasury" for the primary, "treasury:<network>" for another. */
+  readonly treasuryAccount: (network: string | null | undefined) => string
 }
 
 export class Networks extends Context.Tag("Networks")<Networks, NetworksShape>() {}
@@ -40,7 +42,11 @@ export const makeNetworks = (primary: ChainShape, others: ReadonlyArray<ChainSha
     all,
     find: (network) => Option.fromNullable(byName.get(network)),
     findCaip2: (caip2) => Option.fromNullable(byCaip2.get(caip2)),
-    of: (network) => (network === null || network === undefined ? primary : byName.get(network) ?? primary)
+    of: (network) => (network === null || network === undefined ? primary : byName.get(network) ?? primary),
+    treasuryAccount: (network) => {
+      const chain = network === null || network === undefined ? primary : byName.get(network) ?? primary
+      return chain === primary ? "treasury" : `treasury:${chain.network}`
+    }
   }
 }
 

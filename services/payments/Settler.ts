@@ -6,11 +6,11 @@
 // ERC-6492 one) goes alone too, through the token's bytes overload: the batcher's items carry (v, r, s) only.
 import { SqlClient } from "@effect/sql"
 import { Cause, Config, Deferred, Effect, FiberSet, Option } from "effect"
-import { Chain } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { settlesAsVrs } from "../../layers/x402/smartAccount.js"
 import { newId } from "../../src/domain/Ids.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
+import type { NetworkWriter } from "../treasury/networkWriter.js"
 import { batchCalldata, batchGas, paidInBatch, singleCalldata } from "./chainOutcome.js"
 import * as GroupCommit from "../sql/GroupCommit.js"
 import { PaymentsRepo } from "./Repo.js"
@@ -61,10 +61,13 @@ const batchMax = Config.integer("SETTLEMENT_BATCH_MAX").pipe(
 export class Settler extends Effect.Service<Settler>()("payments/Settler", {
   scoped: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chain = yield* Chain
-    const writer = yield* TreasuryWriter
+    const writers = yield* TreasuryWriter
     const repo = yield* PaymentsRepo
     const maxBatch = yield* batchMax
+
+    /** One network's settler: its writer (own nonce row), its batcher, its own group commit. */
+    const settlerOn = (writer: NetworkWriter) => Effect.gen(function* () {
+    const chain = writer.chain
     const batcher = writer.enabled && maxBatch > 1 ? chain.batcher : Option.none()
     /** The settler is the only one waiting for a batch's receipt: on a devnet (a block per transaction) it asks often. */
     const receiptPollMs = chain.mode === "devnet" ? 5 : undefined
@@ -174,7 +177,17 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
     /** Payments waiting for the next batch (behind the transaction in flight). */
     const waiting = Option.match(commits, { onNone: () => Effect.succeed(0), onSome: (c) => c.waiting })
 
-    return { send, waiting, batching: Option.isSome(batcher), maxBatch } as const
+    return { send, waiting, batching: Option.isSome(batcher) } as const
+    })
+
+    const settlers = new Map<string, Effect.Effect.Success<ReturnType<typeof settlerOn>>>()
+    for (const w of writers.all) settlers.set(w.chain.network, yield* settlerOn(w))
+    const primary = settlers.get(writers.chain.network)!
+    /** The settler of the payment's network (a Map get: nothing more on the hot path). */
+    const send = (paymentId: string, p: VerifiedPayment): Effect.Effect<Sent> => (settlers.get(p.network) ?? primary).send(paymentId, p)
+    /** Payments waiting for the next batch, over every network. */
+    const waiting = Effect.map(Effect.all([...settlers.values()].map((x) => x.waiting)), (ns) => ns.reduce((a, b) => a + b, 0))
+    return { send, waiting, batching: primary.batching, maxBatch } as const
   }),
   dependencies: [TreasuryWriter.Default, PaymentsRepo.Default]
 }) {}

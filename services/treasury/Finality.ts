@@ -5,13 +5,13 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option, Ref } from "effect"
 import type { TransactionReceipt } from "viem"
-import { Chain } from "../../layers/Chain.js"
 import { isFinal } from "../../layers/confirmations.js"
 import { MachineHost } from "../../machines/Host.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import { ChainReadError } from "./chainReads.js"
 import { TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
 import { TreasuryWriter } from "./TreasuryWriter.js"
+import type { NetworkWriter } from "./networkWriter.js"
 
 /** Rows looked at per pass (lowest nonce first: a resent lower nonce unblocks the ones above it). */
 const PER_PASS = 200
@@ -26,13 +26,17 @@ const bookedSuccess = (row: TreasuryTxRow): boolean | undefined => {
 export class TreasuryFinality extends Effect.Service<TreasuryFinality>()("treasury/TreasuryFinality", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chain = yield* Chain
     const repo = yield* TreasuryRepo
-    const writer = yield* TreasuryWriter
+    const writers = yield* TreasuryWriter
     const host = yield* MachineHost
-    /** The head every row was last checked against: nothing changes on chain without a new head. */
-    const checkedHead = yield* Ref.make<string | null>(null)
+    /** The head every row was last checked against, per network: nothing changes on chain without a new head. */
+    const checkedHeads = new Map<string, Ref.Ref<string | null>>()
+    for (const w of writers.all) checkedHeads.set(w.chain.network, yield* Ref.make<string | null>(null))
 
+    /** One network's follower: its chain's head and confirmations, its writer. */
+    const follower = (writer: NetworkWriter) => {
+    const chain = writer.chain
+    const checkedHead = checkedHeads.get(chain.network)!
     const head = Effect.tryPromise({
       try: () => chain.publicClient.getBlock({ blockTag: "latest" }),
       catch: (error) => new ChainReadError({ message: `head: ${String(error).slice(0, 200)}` })
@@ -95,9 +99,8 @@ export class TreasuryFinality extends Effect.Service<TreasuryFinality>()("treasu
         }
       })
 
-    /** One pass over the rows not yet final, once per new head; how many rows were looked at. */
-    const pass = Effect.gen(function* () {
-      const rows = yield* repo.notFinal(PER_PASS).pipe(Effect.orDie)
+    /** One pass over the network's rows not yet final, once per new head; how many rows were looked at. */
+    return (rows: ReadonlyArray<TreasuryTxRow>) => Effect.gen(function* () {
       if (rows.length === 0) return 0
       const latest = yield* head
       if (latest.hash !== null && (yield* Ref.get(checkedHead)) === latest.hash) return 0
@@ -113,6 +116,19 @@ export class TreasuryFinality extends Effect.Service<TreasuryFinality>()("treasu
       // A row that could not be checked is checked again even if no new block comes.
       if (!failed) yield* Ref.set(checkedHead, latest.hash)
       return rows.length
+    })
+    }
+    const followers = writers.all.map((w) => ({ network: w.chain.network, follow: follower(w) }))
+
+    /** One pass over the rows not yet final, each network against its own head. */
+    const pass = Effect.gen(function* () {
+      const rows = yield* repo.notFinal(PER_PASS).pipe(Effect.orDie)
+      if (rows.length === 0) return 0
+      let looked = 0
+      for (const f of followers) {
+        looked += yield* f.follow(rows.filter((row) => writers.on(row.network).chain.network === f.network))
+      }
+      return looked
     }).pipe(Effect.withSpan("TreasuryFinality.pass"))
 
     return { pass } as const
