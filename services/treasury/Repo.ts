@@ -150,6 +150,7 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         const taken = yield* sql<{ address: string }>`SELECT address FROM treasury_signers WHERE network = ${primary}`
         if (taken.length === 0) yield* sql`UPDATE treasury_signers SET network = ${primary} WHERE network = ''`
         yield* sql`UPDATE treasury_txs SET network = ${primary} WHERE network = ''`
+        yield* sql`UPDATE treasury_reconciliations SET network = ${primary} WHERE network = ''`
       })).pipe(Effect.asVoid)
 
     return { adoptLegacy, notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
