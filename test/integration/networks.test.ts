@@ -94,7 +94,10 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("two networks", (it)
       const [primaryBefore, secondBefore] = [yield* Effect.promise(() => usdcBalance(payer.address)), yield* secondBalance(payer.address)]
       const paid = yield* payOnEthereum(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "on ethereum" } })
       expect(paid.status).toBe(200)
-      expect(decodePaymentResponseHeader(paid.headers.get("payment-response") ?? "")).toMatchObject({ success: true, network: "eip155:1" })
+      const settlement = decodePaymentResponseHeader(paid.headers.get("payment-response") ?? "")
+      expect(settlement).toMatchObject({ success: true, network: "eip155:1" })
+      // The signed receipt names the network the payment was made on.
+      expect(settlement.extensions?.["receipt"]).toMatchObject({ network: "eip155:1", transaction: settlement.transaction })
       expect(yield* secondBalance(payer.address)).toBe(secondBefore - PRICE)
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(primaryBefore)
       const [row] = yield* sql<{ network: string; status: string; txNetwork: string }>`
