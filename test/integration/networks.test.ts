@@ -16,7 +16,7 @@ import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, usdcBalance } from "../support/clients.js"
-import { TestApp, TestEnv } from "../support/harness.js"
+import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
 import { untilReal } from "../support/receivers.js"
 import { execute, registerAgent } from "../support/scenario.js"
 
@@ -108,6 +108,14 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("two networks", (it)
         SELECT e.account_id AS account FROM ledger_entries e JOIN ledger_transfers t ON t.id = e.transfer_id
         JOIN payments p ON p.id = t.payment_id WHERE p.subject_id = ${paid.body.data!.requestId} AND t.kind = 'settlement' AND e.amount > 0`
       expect(booked?.account).toBe("treasury:ethereum")
+      // The transaction's views say which network it was paid on.
+      const { baseUrl } = yield* TestEnv
+      const [tx] = yield* sql<{ transactionId: string }>`SELECT transaction_id FROM executions WHERE id = ${paid.body.data!.requestId}`
+      const single = yield* Effect.promise(() => call(`${baseUrl}/api/v1/payments/tx/${tx!.transactionId}`))
+      expect(single.body.data.settlement).toMatchObject({ status: "settled", network: "ethereum" })
+      const listed = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/operator/transactions/provider/${agentId}`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } }))
+      expect(listed.body.data.transactions.map((t: { network: string }) => t.network)).toEqual(["ethereum"])
       expect(yield* driftOnEveryNetwork).toEqual([["base-sepolia", 0n], ["ethereum", 0n]])
     }))
 
