@@ -188,3 +188,13 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("two networks", (it)
       ])
     }))
 })
+
+layer(TestApp({ DEVNET_SECOND_NETWORK: "ethereum" }), { excludeTestServices: true, timeout: 120_000 })("a devnet with DEVNET_SECOND_NETWORK", (it) => {
+  it.scoped("starts its own second anvil (chain id 1, state in DATA_DIR) and takes payments on both", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const health = yield* Effect.promise(() => call(`${baseUrl}/health`))
+      expect(health.body.data.networks.map((n: { caip2: string }) => n.caip2)).toEqual(["eip155:84532", "eip155:1"])
+      expect(health.body.data.networks[1]).not.toHaveProperty("problem")
+    }))
+})
