@@ -14,6 +14,7 @@ import { inject } from "vitest"
 import { DEVNET_SECOND_USDC_ADDRESS, devnetChain, startDevnet } from "../../layers/devnet/anvil.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
+import { TreasuryRepo } from "../../services/treasury/Repo.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, usdcBalance } from "../support/clients.js"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
@@ -196,5 +197,23 @@ layer(TestApp({ DEVNET_SECOND_NETWORK: "ethereum" }), { excludeTestServices: tru
       const health = yield* Effect.promise(() => call(`${baseUrl}/health`))
       expect(health.body.data.networks.map((n: { caip2: string }) => n.caip2)).toEqual(["eip155:84532", "eip155:1"])
       expect(health.body.data.networks[1]).not.toHaveProperty("problem")
+    }))
+
+  it.scoped("rows from before networks (network '') are adopted by the primary network", () =>
+    Effect.gen(function* () {
+      const { sql, chain } = yield* TestEnv
+      const signer = chain.treasury.toLowerCase()
+      const [before] = yield* sql<{ nextNonce: string }>`SELECT next_nonce::text FROM treasury_signers WHERE network = 'base-sepolia' AND address = ${signer}`
+      // An upgraded database: the nonce row and a reconciliation written before the migration.
+      yield* sql`DELETE FROM treasury_signers WHERE network = 'base-sepolia'`
+      yield* sql`INSERT INTO treasury_signers (network, address, next_nonce) VALUES ('', ${signer}, ${before!.nextNonce})`
+      yield* sql`DELETE FROM treasury_reconciliations`
+      yield* sql`INSERT INTO treasury_reconciliations (block_number, chain_balance, ledger_balance, drift, kind, confirmed) VALUES (1, 0, 0, 0, 'check', false)`
+      yield* Effect.flatMap(TreasuryRepo, (repo) => repo.adoptLegacy("base-sepolia")).pipe(Effect.provide(TreasuryRepo.Default))
+      expect(yield* sql`SELECT network, next_nonce::text FROM treasury_signers WHERE address = ${signer} ORDER BY network`).toEqual([
+        { network: "base-sepolia", nextNonce: before!.nextNonce },
+        { network: "ethereum", nextNonce: expect.any(String) }
+      ])
+      expect(yield* sql`SELECT network FROM treasury_reconciliations`).toEqual([{ network: "base-sepolia" }])
     }))
 })
