@@ -39,7 +39,9 @@ export const Health = Schema.Struct({
     confirmations: Schema.Number,
     /** Absent when this network's RPC answers well. */
     problem: Schema.optional(Schema.Struct({ kind: Schema.Literal("errors", "stale", "down"), message: Schema.String })),
-    treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean }))
+    treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),
+    /** The treasury's ETH for gas on this network (its settlements and refunds pay it). */
+    gas: Schema.optional(Schema.Struct({ balanceWei: Schema.String, transactionsLeft: Schema.String, low: Schema.Boolean, checkedAt: Schema.String }))
   })),
   settlement: Schema.Literal("local", "facilitator"),
   /** The last reconciliation of the ledger's treasury with the chain (micro-USDC); absent until the first check. */

@@ -26,6 +26,11 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const others = yield* Effect.forEach(networks.all.slice(1), (c) => Effect.map(makeChainProbe(c), (probe) => ({ chain: c, probe })))
     const lastCheck = (status: typeof reconciliation.status) =>
       status.pipe(Effect.disconnect, Effect.timeout("500 millis"), Effect.catchAllCause(() => Effect.succeed(Option.none())))
+    const gasOf = (g: Effect.Effect.Success<typeof gasWatch.status>) =>
+      Option.match(g, {
+        onNone: () => ({}),
+        onSome: (x) => ({ gas: { balanceWei: x.balanceWei.toString(), transactionsLeft: x.transactionsLeft.toString(), low: x.low, checkedAt: new Date(x.checkedAt).toISOString() } })
+      })
     const treasuryOf = (last: Effect.Effect.Success<typeof reconciliation.status>) =>
       Option.match(last, {
         onNone: () => ({}),
@@ -53,7 +58,8 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
           Effect.gen(function* () {
             const p = yield* probeOther
             const l = yield* lastCheck(reconciliation.on(c.network).status)
-            const bad = p._tag !== "Ok" || (Option.isSome(l) && l.value.confirmed && l.value.drift !== 0n)
+            const g = yield* gasWatch.statusOf(c.network)
+            const bad = p._tag !== "Ok" || (Option.isSome(l) && l.value.confirmed && l.value.drift !== 0n) || (Option.isSome(g) && g.value.low)
             return {
               bad,
               view: {
@@ -65,7 +71,8 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
                 confirmations: c.confirmations,
                 ...(p._tag === "Degraded" ? { problem: { kind: p.kind, message: p.message } } : {}),
                 ...(p._tag === "Down" ? { problem: { kind: "down" as const, message: "the network's RPC does not answer" } } : {}),
-                ...treasuryOf(l)
+                ...treasuryOf(l),
+                ...gasOf(g)
               }
             }
           }), { concurrency: "unbounded" })
@@ -91,7 +98,8 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
               usdc: chain.usdc.address,
               confirmations: chain.confirmations,
               ...(probe._tag === "Degraded" ? { problem: { kind: probe.kind, message: probe.message } } : {}),
-              ...treasuryOf(last)
+              ...treasuryOf(last),
+              ...gasOf(gas)
             },
             ...second.map((n) => n.view)
           ],

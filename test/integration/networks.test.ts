@@ -187,6 +187,9 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("two networks", (it)
         expect.objectContaining({ network: "base-sepolia", caip2: "eip155:84532", chainId: 84532, usdc: getAddress(inject("usdcAddress")) }),
         expect.objectContaining({ network: "ethereum", caip2: "eip155:1", chainId: 1, usdc: getAddress(DEVNET_SECOND_USDC_ADDRESS) })
       ])
+      // Each network's own reconciliation and gas: the treasury's ETH on Ethereum pays for its settlements there.
+      expect(health.body.data.networks[1].gas).toMatchObject({ low: false })
+      expect(health.body.data.status).toBe("ok")
     }))
 })
 
