@@ -61,19 +61,28 @@ const confirmationsOf = (name: string) =>
     Config.validate({ message: `${name} must be an integer from 1 to ${MAX_CONFIRMATIONS}`, validation: (n) => n >= 1 && n <= MAX_CONFIRMATIONS })
   ))
 
-/** Devnet: the second anvil (chain id 1), started here or attached (DEVNET_SECOND_RPC_URL). */
-const devnetSecond = (primary: ChainShape) =>
+/**
+ * The devnet's second network: "ethereum" (chain id 1, the spec's; x402 v2 payers only) or "polygon" (137, a chain x402
+ * v1 names: both clients can pay it, which is how the devnet shows a v1 payer on a second network).
+ */
+type DevnetSecondName = "ethereum" | "polygon"
+const DEVNET_SECOND_CHAIN_IDS: Record<DevnetSecondName, number> = { ethereum: 1, polygon: 137 }
+
+/** Devnet: the second anvil, started here or attached (DEVNET_SECOND_RPC_URL). */
+const devnetSecond = (primary: ChainShape, name: DevnetSecondName) =>
   Effect.gen(function* () {
     const config = yield* AppConfig
     const key = DEV_PRIVATE_KEYS[0]!
     const attach = yield* Config.option(Config.string("DEVNET_SECOND_RPC_URL"))
+    const secondChainId = DEVNET_SECOND_CHAIN_IDS[name]
     const rpcUrl = Option.isSome(attach) ? attach.value : (yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>
           startDevnet({
             network: "second",
+            secondChainId,
             port: 0,
-            stateFile: path.join(config.dataDir, "devnet-ethereum", "anvil-state.json"),
+            stateFile: path.join(config.dataDir, `devnet-${name}`, "anvil-state.json"),
             compileCacheDir: path.join(config.dataDir, "devnet", "solc-cache")
           }),
         catch: (error) => new ChainStartError({ message: `the second devnet network (anvil) failed to start: ${String(error)}` })
@@ -124,10 +133,10 @@ export const NetworksLive = Layer.scoped(
   Effect.gen(function* () {
     const primary = yield* Chain
     const config = yield* AppConfig
-    const secondDevnet = yield* Config.option(Config.literal("ethereum")("DEVNET_SECOND_NETWORK"))
+    const secondDevnet = yield* Config.option(Config.literal("ethereum", "polygon")("DEVNET_SECOND_NETWORK"))
     const secondRpc = yield* Config.option(Config.string("ETHEREUM_RPC_URL"))
     const second = config.chainMode === "devnet"
-      ? (Option.isSome(secondDevnet) ? Option.some(yield* devnetSecond(primary)) : Option.none())
+      ? (Option.isSome(secondDevnet) ? Option.some(yield* devnetSecond(primary, secondDevnet.value)) : Option.none())
       : (Option.isSome(secondRpc) ? Option.some(yield* rpcSecond(secondRpc.value)) : Option.none())
     if (Option.isSome(second)) {
       const s = second.value

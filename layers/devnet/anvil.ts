@@ -59,6 +59,8 @@ export interface DevnetOptions {
    * at other addresses than the primary's. Default "primary" (chain id 84532).
    */
   readonly network?: "primary" | "second";
+  /** The second network's chain id: 1 (Ethereum) by default; a chain x402 v1 names (137, Polygon) lets v1 clients pay it too. */
+  readonly secondChainId?: number;
 }
 
 export interface Devnet {
@@ -97,7 +99,7 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
   // On a fresh chain, compile (or read the cache) while anvil boots. With a state file the token is
   // usually there already: compile only if it turns out to be missing (solc blocks the event loop).
   const second = options.network === "second";
-  const chainId = second ? DEVNET_SECOND_CHAIN_ID : DEVNET_CHAIN_ID;
+  const chainId = second ? options.secondChainId ?? DEVNET_SECOND_CHAIN_ID : DEVNET_CHAIN_ID;
   const fresh = files === undefined || !existsSync(files.state);
   let compiled: Promise<CompiledContract> | undefined;
   const getCompiled = (): Promise<CompiledContract> => (compiled ??= compileTestUsdc(options.compileCacheDir));

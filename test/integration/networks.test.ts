@@ -8,9 +8,10 @@ import { ExactEvmScheme } from "@x402/evm/exact/client"
 import { decodePaymentResponseHeader, wrapFetchWithPayment } from "@x402/fetch"
 import { Context, Effect, Layer } from "effect"
 import { join } from "node:path"
-import { createPublicClient, getAddress, http } from "viem"
+import { createPublicClient, createWalletClient, getAddress, http, publicActions } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { inject } from "vitest"
+import { decodeXPaymentResponse, wrapFetchWithPayment as wrapV1 } from "x402-fetch"
 import { DEVNET_SECOND_USDC_ADDRESS, devnetChain, startDevnet } from "../../layers/devnet/anvil.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
@@ -218,5 +219,44 @@ layer(TestApp({ DEVNET_SECOND_NETWORK: "ethereum" }), { excludeTestServices: tru
         { network: "ethereum", nextNonce: expect.any(String) }
       ])
       expect(yield* sql`SELECT network FROM treasury_reconciliations`).toEqual([{ network: "base-sepolia" }])
+    }))
+})
+
+/** A second network x402 v1 can name (Polygon, chain id 137): the unmodified x402-fetch pays it. */
+const PolygonApp = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const net = yield* Effect.acquireRelease(
+      Effect.promise(() => startDevnet({ network: "second", secondChainId: 137, port: 0, compileCacheDir: join(process.cwd(), "node_modules", ".cache", "test-usdc") })),
+      (n) => Effect.promise(() => n.stop())
+    )
+    return Layer.merge(
+      TestApp({ DEVNET_SECOND_NETWORK: "polygon", DEVNET_SECOND_RPC_URL: net.rpcUrl }),
+      Layer.succeed(Second, { rpcUrl: net.rpcUrl })
+    )
+  })
+)
+
+layer(PolygonApp, { excludeTestServices: true, timeout: 120_000 })("a second network x402 v1 names", (it) => {
+  it.scoped("x402-fetch (v1) with a wallet on that chain pays there: settled on the second network, ledger = chain on both", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const { rpcUrl } = yield* Second
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(2), agent.url)
+      const payer = devAccount(3)
+      const reader = createPublicClient({ chain: devnetChain(rpcUrl, 137), transport: http(rpcUrl) })
+      const balanceThere = () => reader.readContract({ address: DEVNET_SECOND_USDC_ADDRESS, abi: usdcAbi, functionName: "balanceOf", args: [payer.address] })
+      const before = yield* Effect.promise(balanceThere)
+      const wallet = createWalletClient({ account: payer, chain: devnetChain(rpcUrl, 137), transport: http(rpcUrl) }).extend(publicActions)
+      const paying = wrapV1(fetch, wallet as unknown as Parameters<typeof wrapV1>[1], 10_000_000n)
+      const response = yield* Effect.promise(() =>
+        paying(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ targetAgentId: agentId, capabilityId: "echo", input: { text: "v1 on polygon" } }) }))
+      expect(response.status).toBe(200)
+      expect(decodeXPaymentResponse(response.headers.get("x-payment-response") ?? "")).toMatchObject({ success: true, network: "polygon" })
+      expect(yield* Effect.promise(balanceThere)).toBe(before - PRICE)
+      const body = (yield* Effect.promise(() => response.json())) as { data: { requestId: string } }
+      const [row] = yield* sql<{ network: string; status: string }>`SELECT network, status FROM payments WHERE subject_id = ${body.data.requestId}`
+      expect(row).toEqual({ network: "polygon", status: "settled" })
+      expect(yield* driftOnEveryNetwork).toEqual([["base-sepolia", 0n], ["polygon", 0n]])
     }))
 })
