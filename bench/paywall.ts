@@ -10,13 +10,14 @@ import { getAddress, type Hex, parseSignature } from "viem"
 import { Chain, ChainLive } from "../layers/Chain.js"
 import { ConfigLive } from "../layers/Config.js"
 import { usdcAbi } from "../layers/devnet/usdcAbi.js"
+import { PrimaryOnlyLive } from "../layers/Networks.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import type { VerifiedPayment } from "../layers/x402/payment.js"
 
 const agentUrl = new URL(process.env["AGENT_URL"] ?? "")
 const price = BigInt(process.env["PAYWALL_PRICE"] ?? "11000")
 
-const VerifierLive = PaymentVerifier.Default.pipe(Layer.provideMerge(ChainLive), Layer.provide(ConfigLive))
+const VerifierLive = PaymentVerifier.Default.pipe(Layer.provide(PrimaryOnlyLive), Layer.provideMerge(ChainLive), Layer.provide(ConfigLive))
 const runtime = ManagedRuntime.make(VerifierLive)
 const verifier = await runtime.runPromise(PaymentVerifier)
 const chain = await runtime.runPromise(Chain)

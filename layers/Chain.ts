@@ -20,27 +20,19 @@ import { AppConfig } from "./Config.js"
 import { readConfirmations } from "./confirmations.js"
 import { DEV_PRIVATE_KEYS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
+import { OTHER_NETWORKS, X402_NETWORKS } from "./x402/networks.js"
 
 export class ChainStartError extends Data.TaggedError("ChainStartError")<{ readonly message: string }> {}
 
-/** x402 v1 names its networks; these are the EVM ones it knows, by chain id. */
-const X402_NETWORKS: Record<number, string> = {
-  84532: "base-sepolia",
-  8453: "base",
-  43113: "avalanche-fuji",
-  43114: "avalanche",
-  137: "polygon",
-  80002: "polygon-amoy",
-  4689: "iotex",
-  1329: "sei",
-  1328: "sei-testnet"
-}
 
 export interface ChainShape {
   readonly mode: "devnet" | "rpc"
   readonly rpcUrl: string
   readonly chainId: number
-  /** The x402 network name ("base-sepolia" in devnet). */
+  /**
+   * The network's name ("base-sepolia" in devnet; "ethereum" for chain id 1, which x402 v1 does not name): what payment
+   * rows, settlement batches and treasury transactions record as their `network`.
+   */
   readonly network: string
   /** The token and its EIP-712 domain, read from the contract at start. */
   readonly usdc: { readonly address: `0x${string}`; readonly name: string; readonly version: string }
@@ -135,20 +127,20 @@ export const connectChain = (options: {
       catch: (error) => new ChainStartError({ message: `chain RPC ${options.rpcUrl} did not answer: ${String(error)}` })
     })
     const chain = options.mode === "devnet"
-      ? devnetChain(options.rpcUrl)
+      ? devnetChain(options.rpcUrl, chainId)
       : defineChain({
         id: chainId,
         name: `chain-${chainId}`,
         nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
         rpcUrls: { default: { http: [options.rpcUrl] } }
       })
-    const network = options.network ?? X402_NETWORKS[chainId]
+    const network = options.network ?? X402_NETWORKS[chainId] ?? OTHER_NETWORKS[chainId]
     if (network === undefined) {
       return yield* new ChainStartError({
         message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, which has no x402 v1 network name: use a supported chain or set X402_NETWORK`
       })
     }
-    const named = Object.entries(X402_NETWORKS).find(([, name]) => name === network)
+    const named = Object.entries({ ...X402_NETWORKS, ...OTHER_NETWORKS }).find(([, name]) => name === network)
     if (named !== undefined && Number(named[0]) !== chainId) {
       return yield* new ChainStartError({
         message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, but x402 network "${network}" is chain id ${named[0]}: wrong chain`

@@ -4,6 +4,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
+import { Networks, NetworksLive } from "../layers/Networks.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
@@ -178,7 +179,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
       )
     ),
     Layer.provide(MachinesLive),
-    Layer.provideMerge(Layer.mergeAll(PgLive, chain))
+    Layer.provideMerge(Layer.provideMerge(NetworksLive, Layer.mergeAll(PgLive, chain)))
   )
 
 /**
@@ -205,6 +206,7 @@ const BannerLive = Layer.effectDiscard(
   Effect.gen(function* () {
     const config = yield* AppConfig
     const chain = yield* Chain
+    const networks = yield* Networks
     const db = yield* DatabaseInfo
     const token = yield* OperatorToken
     const address = yield* HttpServer.addressFormattedWith((url) => Effect.succeed(url))
@@ -215,6 +217,7 @@ const BannerLive = Layer.effectDiscard(
       `  chain RPC:       ${chain.rpcUrl} (chain id ${chain.chainId}, x402 network "${chain.network}")`,
       `  USDC:            ${chain.usdc.address}`,
       `  treasury:        ${chain.treasury}`,
+      ...networks.all.slice(1).map((n) => `  also paid on:    ${n.network} (chain id ${n.chainId}, x402 v2 "eip155:${n.chainId}", RPC ${n.rpcUrl}, USDC ${n.usdc.address})`),
       `  docs:            ${address}/docs  (OpenAPI: ${address}/openapi.json)`,
       ...(chain.mode === "devnet" && Option.isNone(config.operatorToken) ? [`  operator token:  ${Redacted.value(token)} (kept in ${config.dataDir}/operator-token)`] : [])
     ]

@@ -63,11 +63,22 @@ export const DEVNET_USDC_ADDRESS: `0x${string}` = getContractAddress({
   nonce: 0n,
 });
 
-/** A viem chain for the devnet (chain id 84532, like Base Sepolia, but without OP-stack formatters). */
-export const devnetChain = (rpcUrl: string): Chain =>
+/**
+ * The devnet's second network (DEVNET_SECOND_NETWORK=ethereum): a second anvil with chain id 1, posing as Ethereum
+ * mainnet. Its TestUSDC is dev account 0's deployment at nonce 1 (nonce 0 is a zero-value self-transfer), so the token
+ * has another address than the primary devnet's, as USDC has on two real chains.
+ */
+export const DEVNET_SECOND_CHAIN_ID = 1 as const;
+export const DEVNET_SECOND_USDC_ADDRESS: `0x${string}` = getContractAddress({
+  from: accountAt(0).address,
+  nonce: 1n,
+});
+
+/** A viem chain for a devnet (chain id 84532 by default, like Base Sepolia, but without OP-stack formatters). */
+export const devnetChain = (rpcUrl: string, chainId: number = DEVNET_CHAIN_ID): Chain =>
   defineChain({
-    id: DEVNET_CHAIN_ID,
-    name: "Devnet (base-sepolia)",
+    id: chainId,
+    name: chainId === DEVNET_CHAIN_ID ? "Devnet (base-sepolia)" : `Devnet (chain ${chainId})`,
     nativeCurrency: { name: "Ether", symbol: "ETH", decimals: 18 },
     rpcUrls: { default: { http: [rpcUrl] } },
     testnet: true,

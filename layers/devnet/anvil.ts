@@ -12,8 +12,8 @@
 import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import { ensureWritableDir } from "../dataDir.js";
-import { DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_MNEMONIC, DEVNET_USDC_ADDRESS } from "./accounts.js";
-import { DEVNET_SETTLEMENT_BATCHER_ADDRESS, ensureBatcher } from "./batcher.js";
+import { DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_MNEMONIC, DEVNET_SECOND_CHAIN_ID, DEVNET_SECOND_USDC_ADDRESS, DEVNET_USDC_ADDRESS } from "./accounts.js";
+import { DEVNET_SECOND_SETTLEMENT_BATCHER_ADDRESS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, ensureBatcher } from "./batcher.js";
 import { type CompiledContract, compileContract, compileTestUsdc, SETTLEMENT_BATCHER } from "./compile.js";
 import { pidFileFor, removePidFile, stopStaleAnvil, writePidFile } from "./pidFile.js";
 import { AnvilStartError, spawnAnvil } from "./process.js";
@@ -25,10 +25,12 @@ export {
   DEVNET_CHAIN_ID,
   DEVNET_INITIAL_USDC,
   DEVNET_MNEMONIC,
+  DEVNET_SECOND_CHAIN_ID,
+  DEVNET_SECOND_USDC_ADDRESS,
   DEVNET_USDC_ADDRESS,
   devnetChain,
 } from "./accounts.js";
-export { DEVNET_SETTLEMENT_BATCHER_ADDRESS } from "./batcher.js";
+export { DEVNET_SECOND_SETTLEMENT_BATCHER_ADDRESS, DEVNET_SETTLEMENT_BATCHER_ADDRESS } from "./batcher.js";
 export { resolveAnvilBinary } from "./process.js";
 
 export interface DevnetOptions {
@@ -52,11 +54,18 @@ export interface DevnetOptions {
   readonly compileCacheDir?: string;
   /** Seconds between blocks; undefined => automine (a block per transaction). */
   readonly blockTime?: number;
+  /**
+   * "second": the devnet's second network (chain id 1, posing as Ethereum mainnet), with its own TestUSDC and batcher
+   * at other addresses than the primary's. Default "primary" (chain id 84532).
+   */
+  readonly network?: "primary" | "second";
+  /** The second network's chain id: 1 (Ethereum) by default; a chain x402 v1 names (137, Polygon) lets v1 clients pay it too. */
+  readonly secondChainId?: number;
 }
 
 export interface Devnet {
   readonly rpcUrl: string;
-  readonly chainId: 84532;
+  readonly chainId: number;
   readonly usdcAddress: `0x${string}`;
   /** The SettlementBatcher (many transferWithAuthorization in one transaction). */
   readonly batcherAddress: `0x${string}`;
@@ -89,6 +98,8 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
 
   // On a fresh chain, compile (or read the cache) while anvil boots. With a state file the token is
   // usually there already: compile only if it turns out to be missing (solc blocks the event loop).
+  const second = options.network === "second";
+  const chainId = second ? options.secondChainId ?? DEVNET_SECOND_CHAIN_ID : DEVNET_CHAIN_ID;
   const fresh = files === undefined || !existsSync(files.state);
   let compiled: Promise<CompiledContract> | undefined;
   const getCompiled = (): Promise<CompiledContract> => (compiled ??= compileTestUsdc(options.compileCacheDir));
@@ -100,6 +111,7 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
       ...(files === undefined ? {} : { dumpState: files.exitDump }),
       ...(files === undefined || fresh ? {} : { loadState: files.state }),
       ...(options.blockTime === undefined ? {} : { blockTime: options.blockTime }),
+      chainId,
     });
   const port = options.port ?? 0;
   const anvil = await spawnOn(port).catch(async (error: unknown) => {
@@ -128,8 +140,8 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
     if (files !== undefined) await writePidFile(files.pid, anvil.pid);
     // Different senders (dev account 0, the batcher's own deployer): no nonce is shared, so both at once.
     await Promise.all([
-      ensureToken(anvil.rpcUrl, getCompiled),
-      ensureBatcher(anvil.rpcUrl, () => compileContract(SETTLEMENT_BATCHER, options.compileCacheDir)),
+      ensureToken(anvil.rpcUrl, getCompiled, second ? { chainId, address: DEVNET_SECOND_USDC_ADDRESS, nonce: 1 } : undefined),
+      ensureBatcher(anvil.rpcUrl, () => compileContract(SETTLEMENT_BATCHER, options.compileCacheDir), second ? { chainId, nonce: 1 } : undefined),
     ]);
     await saver?.flush();
   } catch (e) {
@@ -139,9 +151,9 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
 
   return {
     rpcUrl: anvil.rpcUrl,
-    chainId: DEVNET_CHAIN_ID,
-    usdcAddress: DEVNET_USDC_ADDRESS,
-    batcherAddress: DEVNET_SETTLEMENT_BATCHER_ADDRESS,
+    chainId,
+    usdcAddress: second ? DEVNET_SECOND_USDC_ADDRESS : DEVNET_USDC_ADDRESS,
+    batcherAddress: second ? DEVNET_SECOND_SETTLEMENT_BATCHER_ADDRESS : DEVNET_SETTLEMENT_BATCHER_ADDRESS,
     mnemonic: DEVNET_MNEMONIC,
     accounts: DEV_ACCOUNTS,
     pid: anvil.pid,

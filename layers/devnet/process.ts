@@ -99,6 +99,8 @@ export interface SpawnOptions {
   readonly dumpState?: string;
   /** Seconds between blocks; undefined => automine. */
   readonly blockTime?: number;
+  /** Default DEVNET_CHAIN_ID (84532). */
+  readonly chainId?: number;
 }
 
 export class AnvilStartError extends Error {
@@ -122,9 +124,10 @@ export class AnvilStartError extends Error {
  * per-request log lines on stdout are read and dropped.
  */
 export const spawnAnvil = async (options: SpawnOptions): Promise<AnvilProcess> => {
+  const chainId = options.chainId ?? DEVNET_CHAIN_ID;
   const args = [
     "--chain-id",
-    String(DEVNET_CHAIN_ID),
+    String(chainId),
     "--host",
     "127.0.0.1",
     "--port",
@@ -189,6 +192,7 @@ export const spawnAnvil = async (options: SpawnOptions): Promise<AnvilProcess> =
       () => spawnError,
       () => boundPort,
       () => output,
+      chainId,
     );
     if (child.pid === undefined) throw new AnvilStartError("anvil answered but has no pid");
     return { rpcUrl, pid: child.pid, stop };
@@ -203,6 +207,7 @@ const waitUntilReady = async (
   spawnError: () => Error | undefined,
   boundPort: () => number | undefined,
   output: () => string,
+  chainId: number,
 ): Promise<string> => {
   const deadline = Date.now() + STARTUP_TIMEOUT_MS;
   let lastChance = false;
@@ -218,10 +223,10 @@ const waitUntilReady = async (
     const port = boundPort();
     if (port !== undefined) {
       const rpcUrl = `http://127.0.0.1:${port}`;
-      const chainId = await probeChainId(rpcUrl);
-      if (chainId !== undefined) {
-        if (chainId !== `0x${DEVNET_CHAIN_ID.toString(16)}`) {
-          throw new AnvilStartError(`anvil on ${rpcUrl} reports chain id ${chainId}, expected ${DEVNET_CHAIN_ID}`);
+      const answered = await probeChainId(rpcUrl);
+      if (answered !== undefined) {
+        if (answered !== `0x${chainId.toString(16)}`) {
+          throw new AnvilStartError(`anvil on ${rpcUrl} reports chain id ${answered}, expected ${chainId}`);
         }
         return rpcUrl;
       }

@@ -4,15 +4,28 @@
  */
 import { createPublicClient, createWalletClient, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
-import { accountAt, DEV_ACCOUNTS, DEVNET_INITIAL_USDC, DEVNET_USDC_ADDRESS, devnetChain } from "./accounts.js";
+import { accountAt, DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_INITIAL_USDC, DEVNET_USDC_ADDRESS, devnetChain } from "./accounts.js";
 import type { CompiledContract } from "./compile.js";
 import { usdcAbi } from "./usdcAbi.js";
 
 const POLL_MS = 20;
 
+/** Where the token goes: the primary devnet's (nonce 0) or a second network's (chain id 1, nonce 1: another address). */
+export interface TokenPlace {
+  readonly chainId: number;
+  readonly address: `0x${string}`;
+  /** Account 0's nonce of the deployment; the nonces below it are zero-value self-transfers. */
+  readonly nonce: number;
+}
+
 /** Deploys and mints what is missing; `getCompiled` is called only when the token must be deployed. */
-export const ensureToken = async (rpcUrl: string, getCompiled: () => Promise<CompiledContract>): Promise<void> => {
-  const chain = devnetChain(rpcUrl);
+export const ensureToken = async (
+  rpcUrl: string,
+  getCompiled: () => Promise<CompiledContract>,
+  place: TokenPlace = { chainId: DEVNET_CHAIN_ID, address: DEVNET_USDC_ADDRESS, nonce: 0 },
+): Promise<void> => {
+  const DEVNET_USDC_ADDRESS = place.address;
+  const chain = devnetChain(rpcUrl, place.chainId);
   const transport = http(rpcUrl);
   const publicClient = createPublicClient({ chain, transport, pollingInterval: POLL_MS });
   const deployer = privateKeyToAccount(accountAt(0).privateKey);
@@ -25,20 +38,23 @@ export const ensureToken = async (rpcUrl: string, getCompiled: () => Promise<Com
 
   let nextNonce: number;
   if (code === undefined || code === "0x") {
-    if (deployerNonce !== 0) {
+    if (deployerNonce > place.nonce) {
       throw new Error(
         `devnet state is inconsistent: account 0 has nonce ${deployerNonce} but there is no code at ` +
-          `${DEVNET_USDC_ADDRESS} (TestUSDC must be its first deployment). Delete the state file.`,
+          `${DEVNET_USDC_ADDRESS} (TestUSDC must be its deployment at nonce ${place.nonce}). Delete the state file.`,
       );
+    }
+    for (let n = deployerNonce; n < place.nonce; n++) {
+      await wallet.sendTransaction({ to: deployer.address, value: 0n, nonce: n, gas: 21_000n });
     }
     const { bytecode } = await getCompiled();
     // Explicit nonce and gas: no estimate round trips, and it cannot be confused by a stale nonce cache.
-    const hash = await wallet.sendTransaction({ data: bytecode, nonce: 0, gas: 3_000_000n });
+    const hash = await wallet.sendTransaction({ data: bytecode, nonce: place.nonce, gas: 3_000_000n });
     const receipt = await publicClient.waitForTransactionReceipt({ hash });
     if (receipt.status !== "success" || receipt.contractAddress?.toLowerCase() !== DEVNET_USDC_ADDRESS.toLowerCase()) {
       throw new Error(`TestUSDC deployment failed (tx ${hash}, status ${receipt.status})`);
     }
-    nextNonce = 1;
+    nextNonce = place.nonce + 1;
   } else {
     // Restored from a state file. Mint only if an earlier start was interrupted before minting.
     const supply = await publicClient.readContract({

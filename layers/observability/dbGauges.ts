@@ -64,8 +64,9 @@ const read = (sql: SqlClient.SqlClient) =>
       GROUP BY 1`.pipe(Effect.flatMap(Schema.decodeUnknown(Connections))),
     // The console's own queries (services/operator/attentionQueries.ts): an alert fires on the facts the console lists.
     attention: Effect.flatMap(Clock.currentTimeMillis, (now) => attentionCounts(sql, new Date(now))),
-    drift: sql<{ drift: string | null }>`SELECT (CASE WHEN confirmed THEN drift ELSE 0 END)::text AS drift FROM treasury_reconciliations
-                 WHERE kind = 'check' ORDER BY id DESC LIMIT 1`.pipe(Effect.map((r) => BigInt(r[0]?.drift ?? "0")))
+    // Each network's newest check (one row with one network), summed.
+    drift: sql<{ drift: string | null }>`SELECT sum(CASE WHEN confirmed THEN drift ELSE 0 END)::text AS drift FROM (
+                 SELECT DISTINCT ON (network) confirmed, drift FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t`.pipe(Effect.map((r) => BigInt(r[0]?.drift ?? "0")))
   }, { concurrency: 3 })
 
 const cacheMs = Config.integer("METRICS_DB_CACHE_MS").pipe(

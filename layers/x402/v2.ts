@@ -75,10 +75,10 @@ export const requirementsV2 = (v1: PaymentRequirements, network: string): Paymen
   extra: { name: v1.extra.name, version: v1.extra.version }
 })
 
-/** The v2 challenge for the same quote as a v1 `accepts` list. */
+/** The v2 challenge for the same quote as a v1 `accepts` list; `network` gives each entry's CAIP-2 id. */
 export const paymentRequiredV2 = (
   challenge: { readonly accepts: ReadonlyArray<PaymentRequirements>; readonly error: string },
-  network: string,
+  network: string | ((v1Network: string) => string),
   extensions?: Readonly<Record<string, unknown>>
 ): PaymentRequiredV2 => {
   const first = challenge.accepts[0]
@@ -86,7 +86,7 @@ export const paymentRequiredV2 = (
     x402Version: 2,
     error: challenge.error,
     resource: { url: first?.resource ?? "", description: first?.description ?? "", mimeType: first?.mimeType ?? "application/json" },
-    accepts: challenge.accepts.map((a) => requirementsV2(a, network)),
+    accepts: challenge.accepts.map((a) => requirementsV2(a, typeof network === "string" ? network : network(a.network))),
     ...(extensions === undefined || Object.keys(extensions).length === 0 ? {} : { extensions })
   }
 }

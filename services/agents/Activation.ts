@@ -2,6 +2,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { formatUsdc } from "../../src/domain/Money.js"
+import { Networks } from "../../layers/Networks.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import type { PaymentRow } from "../payments/Repo.js"
@@ -11,6 +12,7 @@ export class AgentActivation extends Effect.Service<AgentActivation>()("agents/A
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
     const outbox = yield* Outbox
+    const networks = yield* Networks
 
     /** The registration fee settled: the agent goes live with its ledger accounts, in the settlement's transaction. */
     const settled = (payment: PaymentRow, txHash: string, block: bigint | null) =>
@@ -21,7 +23,7 @@ export class AgentActivation extends Effect.Service<AgentActivation>()("agents/A
         yield* ledger.openAgentAccounts(agentId)
         yield* ledger.transfer({
           kind: "registration_fee",
-          movements: [{ debit: Accounts.treasury, credit: Accounts.platformRevenue, amount: payment.amount }],
+          movements: [{ debit: networks.treasuryAccount(payment.network), credit: Accounts.platformRevenue, amount: payment.amount }],
           paymentId: payment.id,
           agentId,
           subjectId: agentId,

@@ -66,7 +66,7 @@ export class DiscoveryResources extends Effect.Service<DiscoveryResources>()("di
             resource,
             type: "http" as const,
             x402Version: 2 as const,
-            accepts: priced.accepts.map((a) => requirementsV2(a, paywall.caip2)),
+            accepts: priced.accepts.map((a) => requirementsV2(a, paywall.caip2For(a.network))),
             lastUpdated: row.updatedAt.toISOString(),
             metadata: {
               agentId: row.agentId,

@@ -15,8 +15,10 @@ export class Receipts extends Effect.Service<Receipts>()("executions/Receipts", 
     const repo = yield* ExecutionsRepo
 
     /** The signed receipt of a completed, settled, x402-paid execution; null when it has none (receipt.ts says when). */
-    const issue = (row: ReceiptRow): ExecutionReceipt | null => {
-      const fields = receiptFields(row, paywall.caip2, proxy.signingKey.keyId)
+    const issue = (row: ReceiptRow & { readonly paymentNetwork?: string | undefined }): ExecutionReceipt | null => {
+      // The CAIP-2 id of the network the payment was made on (the primary's for a row that does not say).
+      const network = row.paymentNetwork === undefined ? paywall.caip2 : paywall.caip2For(row.paymentNetwork)
+      const fields = receiptFields(row, network, proxy.signingKey.keyId)
       return fields === undefined ? null : { ...fields, signature: proxy.signBytes(receiptSignedBytes(fields)) }
     }
 

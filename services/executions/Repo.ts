@@ -37,6 +37,8 @@ export const ExecutionRow = Schema.Struct({
   completedAt: Schema.NullOr(Schema.DateFromSelf),
   settlementState: Schema.Literal("reserved", "retrying", "settled", "failed"),
   settlementTxHash: Schema.NullOr(Schema.String),
+  /** The network its payment was made on (payments.network); absent on rows not read from the database. */
+  paymentNetwork: Schema.optional(Schema.String),
   headerSha256: Schema.String,
   escrowStatus: Schema.String,
   refundStatus: Schema.NullOr(Schema.String),
@@ -68,7 +70,7 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
 
     const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
       sql`
-        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.header_sha256,
+        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256,
                s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status,
                m.status AS remainder_status, m.tx_hash AS remainder_tx_hash
                ${lock ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}

@@ -36,6 +36,7 @@ const TxRow = Schema.Struct({
   releaseAt: Schema.NullOr(Schema.DateFromSelf),
   settlementState: Schema.String,
   settlementTxHash: Schema.NullOr(Schema.String),
+  network: Schema.String,
   refundTxHash: Schema.NullOr(Schema.String),
   disputeId: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
@@ -83,7 +84,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         const rows = yield* sql`
           SELECT x.transaction_id, x.id, x.payer, pe.agent_id AS requesting_agent, x.agent_id, x.capability_id, x.status, x.price, x.platform_fee, x.agent_fee,
                  x.platform_cut, x.agent_earnings, x.execution_time_ms, x.escrow_id, s.status AS escrow_status, s.release_at,
-                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
+                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
           FROM executions x JOIN escrows s ON s.execution_id = x.id JOIN payments p ON p.id = x.payment_id
           LEFT JOIN refunds r ON r.execution_id = x.id LEFT JOIN disputes d ON d.execution_id = x.id
           LEFT JOIN executions pe ON pe.id = x.parent_execution_id
@@ -112,7 +113,9 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
           escrow_release_at: tx.releaseAt?.toISOString() ?? null,
           settlement: {
             status: tx.settlementState === "settled" ? "settled" : tx.settlementState === "reserved" ? "settlement_pending" : "settlement_failed",
-            txHash: tx.settlementTxHash
+            txHash: tx.settlementTxHash,
+            // The network the payment was made on (its settlement and any refund are there).
+            network: tx.network
           },
           refund_tx_hash: tx.refundTxHash,
           dispute_id: tx.disputeId,

@@ -21,6 +21,7 @@ const HistoryRow = Schema.Struct({
   agentEarnings: Schema.BigInt,
   executionTimeMs: Schema.NullOr(Schema.Number),
   escrowId: Schema.String,
+  network: Schema.String,
   createdAt: Schema.DateFromSelf
 })
 const decodeRows = Schema.decodeUnknown(Schema.Array(HistoryRow))
@@ -37,6 +38,7 @@ export const toListView = (row: typeof HistoryRow.Type) => ({
   status: row.status,
   execution_time: row.executionTimeMs,
   escrow_id: row.escrowId,
+  network: row.network,
   created_at: row.createdAt.toISOString()
 })
 
@@ -53,7 +55,8 @@ export class History extends Effect.Service<History>()("ledger/History", {
     const page = (agentId: AgentId, limit: number, offset: number) => {
       const end = limit + offset
       const columns = sql`x.transaction_id, x.agent_id, x.capability_id, x.status, x.price, x.platform_cut, x.agent_earnings,
-                          x.execution_time_ms, x.escrow_id, x.created_at`
+                          x.execution_time_ms, x.escrow_id, x.created_at,
+                          (SELECT py.network FROM payments py WHERE py.id = x.payment_id) AS network`
       return sql`
         SELECT * FROM (
           (SELECT ${columns}, p.agent_id AS requesting_agent

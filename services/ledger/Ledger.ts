@@ -135,6 +135,13 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       sql`INSERT INTO ledger_accounts ${sql.insert({ id: account, kind: "liability", description: `Credit of payer ${wallet.toLowerCase()}` })}
           ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
 
-    return { transfer, transferStatements, openAgentAccounts, openDebtAccount, openCreditAccount, balance } as const
+    /** Another network's treasury (`account`: "treasury:<network>") and its opening equity, opened at start. */
+    const openTreasuryAccount = (account: string, network: string) =>
+      sql`INSERT INTO ledger_accounts ${sql.insert([
+        { id: account, kind: "asset", description: `USDC in the treasury on ${network}` },
+        { id: `treasury_opening:${network}`, kind: "equity", description: `USDC the treasury held on ${network} (beyond what the ledger explained) when reconciling started` }
+      ])} ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
+
+    return { transfer, transferStatements, openAgentAccounts, openDebtAccount, openTreasuryAccount, openCreditAccount, balance } as const
   })
 }) {}

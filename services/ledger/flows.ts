@@ -5,15 +5,18 @@ import { Accounts, type Movement } from "./Ledger.js"
 export type MoneyFlow = "paid" | "platform_fee" | "platform_fee_returned" | "refunded" | "paid_out"
 
 /** The flows of one movement (a registration fee is both paid and a platform fee). */
+/** Every network's treasury: "treasury" (the primary's) and "treasury:<network>". */
+const isTreasury = (account: string) => account === Accounts.treasury || account.startsWith(`${Accounts.treasury}:`)
+
 export const flowsOf = (m: Movement): ReadonlyArray<MoneyFlow> => {
   const flows: Array<MoneyFlow> = []
   // Into the treasury from a payer (a settled payment or registration fee); the opening balance is not a payment.
-  if (m.debit === Accounts.treasury && m.credit !== "treasury_opening") flows.push("paid")
+  if (isTreasury(m.debit) && !m.credit.startsWith("treasury_opening")) flows.push("paid")
   if (m.credit === Accounts.platformRevenue) flows.push("platform_fee")
   if (m.debit === Accounts.platformRevenue) flows.push("platform_fee_returned")
   // Refunds, and the unused part of metered payments paid back (remainders payable, services/remainders).
-  if (m.credit === Accounts.treasury && (m.debit === Accounts.refundsPayable || m.debit === "remainders_payable")) flows.push("refunded")
-  if (m.credit === Accounts.treasury && m.debit === Accounts.withdrawalsPayable) flows.push("paid_out")
+  if (isTreasury(m.credit) && (m.debit === Accounts.refundsPayable || m.debit === "remainders_payable")) flows.push("refunded")
+  if (isTreasury(m.credit) && m.debit === Accounts.withdrawalsPayable) flows.push("paid_out")
   return flows
 }
 

@@ -40,14 +40,14 @@ export class Search extends Effect.Service<Search>()("operator/Search", {
             SELECT 'execution paid by this wallet', 'execution', e.id, format('%s · %s', e.state, e.capability_id), e.created_at
               FROM (SELECT * FROM executions WHERE payer = ${lower} ORDER BY created_at DESC LIMIT 20) e
             UNION ALL
-            SELECT 'payment (settlement)', 'settlement', p.id, format('%s · %s', p.status, p.purpose), p.created_at
+            SELECT 'payment (settlement)', 'settlement', p.id, format('%s · %s · on %s', p.status, p.purpose, p.network), p.created_at
               FROM payments p WHERE p.id = ${q} OR p.tx_hash = ${lower} OR p.subject_id = ${q}
             UNION ALL
-            SELECT 'refund', 'execution', coalesce(r.execution_id, r.id), format('refund %s: %s', r.id, r.status), r.created_at
+            SELECT 'refund', 'execution', coalesce(r.execution_id, r.id), format('refund %s: %s%s', r.id, r.status, coalesce(' · on ' || r.network, '')), r.created_at
               FROM refunds r WHERE r.id = ${q} OR r.tx_hash = ${lower} OR r.to_address = ${lower}
                 OR r.treasury_tx_id IN (SELECT x.id FROM treasury_txs x WHERE x.tx_hash = ${lower} OR ${lower} = ANY (x.replaced_hashes))
             UNION ALL
-            SELECT 'treasury transaction', 'treasury', t.id, format('%s %s · nonce %s', t.purpose, t.state, t.nonce), t.created_at
+            SELECT 'treasury transaction', 'treasury', t.id, format('%s %s · nonce %s%s', t.purpose, t.state, t.nonce, CASE WHEN t.network = '' THEN '' ELSE ' on ' || t.network END), t.created_at
               FROM treasury_txs t WHERE t.id = ${q} OR t.tx_hash = ${lower} OR t.subject_id = ${q} OR ${lower} = ANY (t.replaced_hashes)
             UNION ALL
             SELECT 'dispute', 'dispute', d.id, format('%s · %s', d.status, d.reason), d.created_at

@@ -22,6 +22,7 @@ const TxRow = Schema.Struct({
   escrowId: Schema.String,
   escrowStatus: Schema.String,
   chainId: Schema.NullOr(Schema.String),
+  network: Schema.String,
   createdAt: Schema.DateFromSelf,
   createdKey: Schema.String
 })
@@ -45,6 +46,7 @@ const view = (row: TxRow) => ({
   escrow_id: row.escrowId,
   escrowStatus: row.escrowStatus,
   chainId: row.chainId,
+  network: row.network,
   created_at: row.createdAt.toISOString()
 })
 
@@ -68,9 +70,10 @@ export class OperatorTransactions extends Effect.Service<OperatorTransactions>()
           SELECT e.id, e.transaction_id, e.payer, p.agent_id::text AS requesting_agent, e.agent_id::text AS agent_id, e.capability_id,
                  e.status, e.price::text AS price, e.platform_fee::text AS platform_fee, e.platform_cut::text AS platform_cut,
                  e.agent_earnings::text AS agent_earnings, e.execution_time_ms, e.escrow_id, s.status AS escrow_status,
-                 e.chain_id::text AS chain_id, e.created_at, e.created_at::text AS created_key
+                 e.chain_id::text AS chain_id, py.network, e.created_at, e.created_at::text AS created_key
           FROM executions e
           JOIN escrows s ON s.execution_id = e.id
+          JOIN payments py ON py.id = e.payment_id
           LEFT JOIN executions p ON p.id = e.parent_execution_id
           WHERE ${sql.and([
           who,

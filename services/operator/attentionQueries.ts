@@ -103,9 +103,11 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
         FROM agents t WHERE t.circuit_state = 'open' AND t.status <> 'pending'`
     case "reconciliation_drift":
       return sql`SELECT NULL AS machine, t.id::text AS actor_id, NULL AS agent_id, abs(t.drift)::text AS amount, t.checked_at AS since,
-          format('treasury on chain %s, ledger %s (micro-USDC) at block %s: drift %s', t.chain_balance, t.ledger_balance, t.block_number, t.drift) AS cause,
+          format('treasury%s on chain %s, ledger %s (micro-USDC) at block %s: drift %s',
+            CASE WHEN t.network = '' THEN '' ELSE ' on ' || t.network END, t.chain_balance, t.ledger_balance, t.block_number, t.drift) AS cause,
           NULL AS lever, NULL AS lever_target
-        FROM (SELECT * FROM treasury_reconciliations WHERE kind = 'check' ORDER BY id DESC LIMIT 1) t WHERE t.confirmed AND t.drift <> 0`
+        FROM (SELECT DISTINCT ON (network) * FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t
+        WHERE t.confirmed AND t.drift <> 0`
   }
 }
 

@@ -4,7 +4,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import type { Hex } from "viem"
-import { Chain } from "../../layers/Chain.js"
+import type { ChainShape } from "../../layers/Chain.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { erc6492DeploymentOf, isAllowedFactory, SmartAccountConfig } from "../../layers/x402/smartAccount.js"
 import { TreasuryRepo } from "../treasury/Repo.js"
@@ -18,15 +18,14 @@ const MAX_DEPLOY_GAS = 1_000_000n
 export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments/AccountDeployer", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chain = yield* Chain
-    const writer = yield* TreasuryWriter
+    const writers = yield* TreasuryWriter
     const treasury = yield* TreasuryRepo
     const config = yield* SmartAccountConfig
 
     const failed = (reason: "eip6492_factory_not_allowed" | "smart_wallet_deployment_failed", message: string): Option.Option<Settlement> =>
       Option.some({ outcome: { _tag: "Failed", reason, message }, tx: Option.none() })
 
-    const codeAt = (address: `0x${string}`) =>
+    const codeAt = (chain: ChainShape, address: `0x${string}`) =>
       Effect.tryPromise(() => chain.publicClient.getCode({ address })).pipe(Effect.map((code) => code !== undefined && code !== "0x"))
 
     /**
@@ -40,7 +39,10 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
       Effect.gen(function* () {
         const deployment = erc6492DeploymentOf(p.signature)
         if (deployment === undefined) return Option.none()
-        if (yield* codeAt(p.payer)) return Option.none()
+        // On the payment's network: the account must exist where its authorization is settled.
+        const writer = writers.on(p.network)
+        const chain = writer.chain
+        if (yield* codeAt(chain, p.payer)) return Option.none()
         if (!isAllowedFactory(config, deployment.factory)) {
           return failed("eip6492_factory_not_allowed", `the account's factory ${deployment.factory} is not allowed (X402_EIP6492_ALLOWED_FACTORIES)`)
         }
@@ -61,7 +63,7 @@ export class AccountDeployer extends Effect.Service<AccountDeployer>()("payments
         const receipt = yield* writer.awaitReceipt(tx)
         if (Option.isNone(receipt)) return Option.some(pending("the smart account's deployment is not mined yet"))
         yield* sql.withTransaction(writer.recordIn(tx.id, { _tag: "Mined", receipt: receipt.value }))
-        if (yield* codeAt(p.payer)) return Option.none()
+        if (yield* codeAt(chain, p.payer)) return Option.none()
         return failed("smart_wallet_deployment_failed", "the factory call did not deploy the payer's account")
       }).pipe(
         Effect.catchAll((e) => Effect.succeed(Option.some(pending(`smart account deployment: ${"message" in e ? String(e.message) : String(e)}`.slice(0, 300))))),

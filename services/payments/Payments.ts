@@ -5,6 +5,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { getAddress } from "viem"
 import { Chain } from "../../layers/Chain.js"
+import { Networks } from "../../layers/Networks.js"
 import { recordSettlement } from "../../layers/observability/Metrics.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
 import type { PaymentCredential } from "../../layers/x402/credential.js"
@@ -29,6 +30,9 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const chain = yield* Chain
+    const networks = yield* Networks
+    /** The network a payment (or its row) is on; lookups and receipts of its settlement go to that chain. */
+    const on = (p: { readonly network: string }) => networks.of(p.network)
     const verifier = yield* PaymentVerifier
     const repo = yield* PaymentsRepo
     const writer = yield* TreasuryWriter
@@ -63,7 +67,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const settleThroughFacilitator = (p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement, ChainReadError> =>
       Effect.gen(function* () {
         const answer = yield* Effect.either(verifier.settle(p, requirements))
-        const found = yield* lookUp(chain, p, Option.none())
+        const found = yield* lookUp(on(p), p, Option.none())
         if (found.outcome._tag !== "Pending") return found
         return pending(answer._tag === "Right" ? `the facilitator reported ${answer.right}, which the chain does not show yet` : answer.left.message)
       })
@@ -72,16 +76,16 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const settleOnChain = (paymentId: string, p: VerifiedPayment, requirements: PaymentRequirements): Effect.Effect<Settlement> =>
       Effect.gen(function* () {
         yield* faults.beforeSettle(p)
-        if (chain.settlement === "facilitator") return yield* settleThroughFacilitator(p, requirements)
+        if (chain.settlement === "facilitator" && p.network === chain.network) return yield* settleThroughFacilitator(p, requirements)
         // A counterfactual (ERC-6492) payer's account is deployed first; until it is, the settlement waits (or fails).
         const notYet = yield* deployer.ensureDeployed(paymentId, p)
         if (Option.isSome(notYet)) return notYet.value
         const sent = yield* settler.send(paymentId, p)
         switch (sent._tag) {
           case "Single":
-            return yield* resolveSingle(chain, p, sent.txId, sent.outcome)
+            return yield* resolveSingle(on(p), p, sent.txId, sent.outcome)
           case "Batch":
-            return yield* resolveInBatch(chain, p, sent.outcome, sent.paid)
+            return yield* resolveInBatch(on(p), p, sent.outcome, sent.paid)
           case "NotSent":
             return pending(sent.message)
         }
@@ -95,7 +99,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const recordIn = (paymentId: string, settlement: Settlement) =>
       Effect.gen(function* () {
         const at = yield* Clock.currentTimeMillis
-        if (Option.isSome(settlement.tx)) yield* writer.recordIn(settlement.tx.value.id, settlement.tx.value.outcome)
+        if (Option.isSome(settlement.tx)) yield* writer.on(settlement.tx.value.network).recordIn(settlement.tx.value.id, settlement.tx.value.outcome)
         const o = settlement.outcome
         yield* host.deliver(
           "settlement",
@@ -119,15 +123,16 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const resolveTx = (tx: TreasuryTxRow) =>
       Effect.gen(function* () {
         const payment = yield* repo.find(tx.subjectId)
-        const outcome = yield* writer.observe(tx)
+        const txWriter = writer.on(tx.network)
+        const outcome = yield* txWriter.observe(tx)
         if (outcome._tag === "Pending") return
         if (Option.isNone(payment) || payment.value.status === "settled" || payment.value.status === "failed") {
-          return yield* sql.withTransaction(writer.recordIn(tx.id, outcome))
+          return yield* sql.withTransaction(txWriter.recordIn(tx.id, outcome))
         }
-        const settlement = yield* resolveSingle(chain, verifiedOf(payment.value), tx.id, outcome)
+        const settlement = yield* resolveSingle(txWriter.chain, verifiedOf(payment.value), tx.id, outcome)
         // A dropped or reverted transaction whose authorization is still good is left to the recovery pass to resend.
         yield* sql.withTransaction(
-          settlement.outcome._tag === "Pending" ? writer.recordIn(tx.id, outcome) : recordIn(payment.value.id, settlement)
+          settlement.outcome._tag === "Pending" ? txWriter.recordIn(tx.id, outcome) : recordIn(payment.value.id, settlement)
         )
       })
 
@@ -138,7 +143,9 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
      */
     const resolveBatchTx = (tx: TreasuryTxRow) =>
       Effect.gen(function* () {
-        const outcome = yield* writer.observe(tx)
+        const txWriter = writer.on(tx.network)
+        const chain = txWriter.chain
+        const outcome = yield* txWriter.observe(tx)
         if (outcome._tag === "Pending") return
         const open = (yield* repo.byTreasuryTx(tx.id)).filter((row) => row.status === "reserved" || row.status === "retrying")
         const payments = open.map(verifiedOf)
@@ -148,7 +155,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
             const settlement = yield* resolveInBatch(chain, verifiedOf(row), outcome, paid[i] === true)
             if (settlement.outcome._tag !== "Pending") yield* sql.withTransaction(recordIn(row.id, settlement))
           }), { concurrency: 4, discard: true })
-        yield* sql.withTransaction(writer.recordIn(tx.id, outcome))
+        yield* sql.withTransaction(txWriter.recordIn(tx.id, outcome))
       }).pipe(withSpan("Payments.resolveBatchTx"))
 
     const requirementsFor = (row: PaymentRow) => verifier.requirements({ amount: row.amount, resource: "recovery", description: row.purpose })
@@ -165,7 +172,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
           }
         }
         const p = verifiedOf(row)
-        const found = yield* lookUp(chain, p, Option.none())
+        const found = yield* lookUp(on(p), p, Option.none())
         if (found.outcome._tag !== "Pending") return yield* sql.withTransaction(recordIn(row.id, found))
         yield* settle(row.id, p, requirementsFor(row))
       }).pipe(

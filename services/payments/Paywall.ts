@@ -37,9 +37,13 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
   effect: Effect.gen(function* () {
     const verifier = yield* PaymentVerifier
 
+    /** With a second network, the details name every network a payer may pay on (one network: unchanged). */
+    const networksDetail = verifier.networks.length > 1 ? { networks: verifier.networks } : {}
+
     const price = (quote: Quote): Priced => {
-      const accepts = [verifier.requirements(quote)]
-      const details = { price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network }
+      // Every configured network (the primary first); the v1 body leaves out those x402 v1 has no name for.
+      const accepts = verifier.requirementsAll(quote)
+      const details = { price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
       return {
         quote,
         accepts,
@@ -59,7 +63,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
           return yield* new PaymentRequired({
             message: `${quote.description} costs ${formatUsdc(quote.amount)} USDC: pay with a PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1) header`,
             accepts: priced.accepts,
-            details: { reason: "payment_required", price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network }
+            details: { reason: "payment_required", price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
           })
         }
         if (presented instanceof PaymentRejected) return yield* priced.refuse(presented)
@@ -84,7 +88,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
       const reason = error.details["reason"]
       return paymentRequiredV2(
         { accepts: error.accepts, error: typeof reason === "string" ? reason : "payment_required" },
-        verifier.caip2,
+        verifier.caip2For,
         { ...options.extensions, ...(options.paymentIdentifier === true ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration } : {}) }
       )
     }
@@ -96,7 +100,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
     const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string }, signed?: unknown) =>
       settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer }, signed)
 
-    return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2 } as const
+    return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2, caip2For: verifier.caip2For } as const
   }),
   dependencies: [PaymentVerifier.Default]
 }) {}

@@ -19,7 +19,8 @@ export type SettleOutcome =
 /** A settlement attempt: its outcome, and the treasury transaction's own outcome to record with it. */
 export interface Settlement {
   readonly outcome: SettleOutcome
-  readonly tx: Option.Option<{ readonly id: string; readonly outcome: Exclude<TxOutcome, { _tag: "Pending" }> }>
+  /** The treasury transaction to record with it, on `network` (its writer knows how deep that chain's finality is). */
+  readonly tx: Option.Option<{ readonly id: string; readonly outcome: Exclude<TxOutcome, { _tag: "Pending" }>; readonly network?: string }>
 }
 
 export const pending = (message: string): Settlement => ({ outcome: { _tag: "Pending", message }, tx: Option.none() })
@@ -158,7 +159,7 @@ export const lookUp = (chain: ChainShape, p: VerifiedPayment, tx: Settlement["tx
 /** Turns our single-payment transaction's outcome into the payment's. */
 export const resolveSingle = (chain: ChainShape, p: VerifiedPayment, txId: string, outcome: TxOutcome): Effect.Effect<Settlement, ChainReadError> => {
   if (outcome._tag === "Pending") return Effect.succeed(pending("the settlement transaction is not mined yet"))
-  const tx = Option.some({ id: txId, outcome })
+  const tx = Option.some({ id: txId, outcome, network: chain.network })
   if (outcome._tag === "Mined" && outcome.receipt.status === "success" && movedExactly(chain, outcome.receipt, p.payer, chain.treasury, p.amount)) {
     return Effect.succeed({ outcome: { _tag: "Settled", txHash: outcome.receipt.transactionHash, block: outcome.receipt.blockNumber }, tx })
   }

@@ -5,6 +5,7 @@ import { Clock, Effect, Option, Schema } from "effect"
 import type { MachineSpec } from "../../machines/runner.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { AgentActivation } from "../agents/Activation.js"
+import { Networks } from "../../layers/Networks.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { restoreStatement } from "../limits/statements.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
@@ -20,6 +21,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
     const repo = yield* PaymentsRepo
     const ledger = yield* Ledger
     const activation = yield* AgentActivation
+    const networks = yield* Networks
 
     const spec: SettlementSpec = {
       machine: settlementMachine,
@@ -34,7 +36,8 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             // The accepted payment arrived on chain: the receivable becomes treasury money.
             yield* ledger.transfer({
               kind: "settlement",
-              movements: [{ debit: Accounts.treasury, credit: Accounts.settlementReceivable, amount: row.amount }],
+              // The treasury of the payment's network (each network's is reconciled with its own chain).
+              movements: [{ debit: networks.treasuryAccount(row.network), credit: Accounts.settlementReceivable, amount: row.amount }],
               paymentId: row.id,
               subjectId: row.subjectId,
               chainBlock: block,

@@ -3,7 +3,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { encodeFunctionData, getAddress } from "viem"
-import { Chain } from "../../layers/Chain.js"
+import { Networks } from "../../layers/Networks.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { MachineHost } from "../../machines/Host.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
@@ -21,7 +21,9 @@ const RefundRow = Schema.Struct({
   status: Schema.Literal("pending", "submitted", "confirmed", "failed"),
   txHash: Schema.NullOr(Schema.String),
   treasuryTxId: Schema.NullOr(Schema.String),
-  attempts: Schema.Number
+  attempts: Schema.Number,
+  /** The network it goes back on: its payment's (set when first sent); NULL is the primary. */
+  network: Schema.NullOr(Schema.String)
 })
 type RefundRow = typeof RefundRow.Type
 const decodeRows = Schema.decodeUnknown(Schema.Array(RefundRow))
@@ -45,8 +47,8 @@ const refundFields = (refund: RefundRow, txId: string) => ({
 export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chain = yield* Chain
-    const writer = yield* TreasuryWriter
+    const networks = yield* Networks
+    const writers = yield* TreasuryWriter
     const ledger = yield* Ledger
     const host = yield* MachineHost
     const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRows(r)))
@@ -55,6 +57,8 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
     const record = (refund: RefundRow, txId: string, outcome: Exclude<TxOutcome, { _tag: "Pending" }>) =>
       sql.withTransaction(
         Effect.gen(function* () {
+          const writer = writers.on(refund.network)
+          const chain = writer.chain
           yield* writer.recordIn(txId, outcome)
           const at = yield* Clock.currentTimeMillis
           const paid = outcome._tag === "Mined" && outcome.receipt.status === "success" &&
@@ -85,7 +89,7 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
           // The refund left the treasury on chain: refunds payable is settled, in the block it was mined.
           yield* ledger.transfer({
             kind: "refund_sent",
-            movements: [{ debit: Accounts.refundsPayable, credit: Accounts.treasury, amount: refund.amount }],
+            movements: [{ debit: Accounts.refundsPayable, credit: networks.treasuryAccount(refund.network), amount: refund.amount }],
             subjectId: refund.executionId ?? refund.chainId ?? refund.id,
             chainBlock: outcome.receipt.blockNumber,
             txHash: hash
@@ -100,6 +104,9 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
     /** Signs and sends a pending refund (one nonce, stored first), then waits for its receipt. */
     const send = (refund: RefundRow) =>
       Effect.gen(function* () {
+        // Back on the payment's network, from the same treasury key.
+        const writer = writers.on(refund.network)
+        const chain = writer.chain
         const tx = yield* writer.submit({
           purpose: "refund",
           subjectId: refund.id,
@@ -118,6 +125,7 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
     /** The treasury worker found a refund transaction's fate: record it. */
     const resolveTx = (tx: TreasuryTxRow) =>
       Effect.gen(function* () {
+        const writer = writers.on(tx.network)
         const outcome = yield* writer.observe(tx)
         if (outcome._tag === "Pending") return
         const refund = yield* rows(sql`SELECT * FROM refunds WHERE id = ${tx.subjectId}`)
@@ -130,7 +138,8 @@ export class Refunds extends Effect.Service<Refunds>()("refunds/Refunds", {
     const sendDue = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const due = yield* rows(sql`
-        UPDATE refunds SET next_attempt_at = ${new Date(now + LEASE_MS)}, attempts = attempts + 1
+        UPDATE refunds SET next_attempt_at = ${new Date(now + LEASE_MS)}, attempts = attempts + 1,
+          network = COALESCE(refunds.network, (SELECT p.network FROM payments p WHERE p.id = refunds.payment_id))
         WHERE id IN (SELECT id FROM refunds WHERE status = 'pending' AND next_attempt_at <= ${new Date(now)}
                      ORDER BY next_attempt_at LIMIT 20 FOR UPDATE SKIP LOCKED)
         RETURNING *`).pipe(Effect.orDie)

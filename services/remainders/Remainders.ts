@@ -6,7 +6,8 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { getAddress, type Hex, toEventSelector, type TransactionReceipt } from "viem"
-import { Chain, type ChainShape } from "../../layers/Chain.js"
+import type { ChainShape } from "../../layers/Chain.js"
+import { Networks } from "../../layers/Networks.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { newId } from "../../src/domain/Ids.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
@@ -71,13 +72,13 @@ export const paidBack = (
 export class Remainders extends Effect.Service<Remainders>()("remainders/Remainders", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const chain = yield* Chain
-    const writer = yield* TreasuryWriter
+    const networks = yield* Networks
+    const writers = yield* TreasuryWriter
     const ledger = yield* Ledger
     const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRemainders(r)))
 
     /** The treasury's signed authorization paying `r` back (its stored nonce; valid from now for an hour). */
-    const authorize = (r: RemainderRow, nowSeconds: bigint) =>
+    const authorize = (chain: ChainShape, r: RemainderRow, nowSeconds: bigint) =>
       Effect.gen(function* () {
         const sign = Option.getOrUndefined(chain.signer)?.account.signTypedData
         if (sign === undefined) return yield* Effect.dieMessage("remainders need the treasury's local key")
@@ -114,8 +115,9 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
       })
 
     /** Books what a mined transaction paid back (once: only `submitted` rows of that transaction move) and frees the rest. */
-    const record = (txId: string, outcome: Exclude<TxOutcome, { _tag: "Pending" }>, sent: ReadonlyArray<RemainderRow>) =>
+    const record = (chain: ChainShape, txId: string, outcome: Exclude<TxOutcome, { _tag: "Pending" }>, sent: ReadonlyArray<RemainderRow>) =>
       Effect.gen(function* () {
+        const writer = writers.on(chain.network)
         const now = yield* Clock.currentTimeMillis
         const paid = outcome._tag === "Mined" ? paidBack(chain, chain.batcher, outcome.receipt, sent) : sent.map(() => false)
         // An item that failed because its authorization was used before (a transaction we never recorded) is paid there.
@@ -140,7 +142,7 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
             if (confirmed.length === 0) continue
             yield* ledger.transfer({
               kind: "remainder_sent",
-              movements: [{ debit: REMAINDERS_PAYABLE, credit: Accounts.treasury, amount: r.amount }],
+              movements: [{ debit: REMAINDERS_PAYABLE, credit: networks.treasuryAccount(chain.network), amount: r.amount }],
               subjectId: r.executionId ?? r.id,
               chainBlock: where.value.block,
               txHash: where.value.txHash
@@ -163,20 +165,26 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
       }
     }))
 
-    /** One pass: up to REMAINDER_BATCH_MAX due remainders (their payment settled) in one transaction. */
-    const sendDue = Effect.gen(function* () {
+    /**
+     * One pass on one network: up to REMAINDER_BATCH_MAX due remainders (their payment settled) in one transaction. A
+     * remainder goes back on its payment's network; one without a payment (a credit withdrawal) on the primary.
+     */
+    const sendDueOn = (chain: ChainShape) => Effect.gen(function* () {
+      const writer = writers.on(chain.network)
       if (!writer.enabled) return 0
-      yield* voidUnpaid
       const now = yield* Clock.currentTimeMillis
+      const onPrimary = chain.network === networks.primary.network
       const due = yield* rows(sql`
         UPDATE remainders SET next_attempt_at = ${new Date(now + LEASE_MS)}, attempts = attempts + 1
         WHERE id IN (SELECT r.id FROM remainders r LEFT JOIN payments p ON p.id = r.payment_id
-                     WHERE r.status = 'pending' AND r.next_attempt_at <= ${new Date(now)} AND (r.payment_id IS NULL OR p.status = 'settled')
+                     WHERE r.status = 'pending' AND r.next_attempt_at <= ${new Date(now)}
+                       AND (r.payment_id IS NULL OR p.status = 'settled')
+                       AND (${onPrimary ? sql`p.network IS NULL OR p.network = '' OR ` : sql``}p.network = ${chain.network})
                      ORDER BY r.next_attempt_at LIMIT ${REMAINDER_BATCH_MAX} FOR UPDATE OF r SKIP LOCKED)
         RETURNING *`)
       if (due.length === 0) return 0
       const nowSeconds = BigInt(Math.floor(now / 1000))
-      const items = yield* Effect.forEach(due, (r) => authorize(r, nowSeconds))
+      const items = yield* Effect.forEach(due, (r) => authorize(chain, r, nowSeconds))
       const batched = Option.isSome(chain.batcher) && due.length > 1
       const ids = due.map((r) => r.id)
       const tx = yield* writer.submit({
@@ -192,8 +200,17 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
       const sent = batched ? due : due.slice(0, 1)
       if (!batched && due.length > 1) yield* sql`UPDATE remainders SET status = 'pending', treasury_tx_id = NULL, next_attempt_at = now() WHERE id IN ${sql.in(ids.slice(1))}`
       const receipt = yield* writer.awaitReceipt(tx)
-      if (Option.isSome(receipt)) yield* record(tx.id, { _tag: "Mined", receipt: receipt.value }, sent.map((r) => ({ ...r, status: "submitted" as const })))
+      if (Option.isSome(receipt)) yield* record(chain, tx.id, { _tag: "Mined", receipt: receipt.value }, sent.map((r) => ({ ...r, status: "submitted" as const })))
       return sent.length
+    }).pipe(
+      Effect.catchAll((error) => Effect.as(Effect.logWarning(`remainders pass on ${chain.network} failed; retried after the lease: ${error.message}`), 0))
+    )
+
+    /** One pass over every network (each its own batch transaction, from its own nonce). */
+    const sendDue = Effect.gen(function* () {
+      yield* voidUnpaid
+      const sent = yield* Effect.forEach(networks.all, sendDueOn)
+      return sent.reduce((a, b) => a + b, 0)
     }).pipe(
       Effect.catchAll((error) => Effect.as(Effect.logWarning(`remainders pass failed; retried after the lease: ${error.message}`), 0)),
       Effect.withSpan("Remainders.sendDue")
@@ -202,10 +219,10 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
     /** The treasury worker found a remainder batch's fate: record it for the remainders it carried. */
     const resolveTx = (tx: TreasuryTxRow) =>
       Effect.gen(function* () {
-        const outcome = yield* writer.observe(tx)
+        const outcome = yield* writers.on(tx.network).observe(tx)
         if (outcome._tag === "Pending") return
         const sent = yield* rows(sql`SELECT * FROM remainders WHERE treasury_tx_id = ${tx.id} AND status = 'submitted'`)
-        yield* record(tx.id, outcome, sent)
+        yield* record(networks.of(tx.network), tx.id, outcome, sent)
       })
 
     return { sendDue, resolveTx } as const

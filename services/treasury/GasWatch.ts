@@ -2,7 +2,8 @@
 // treasury can still pay for TREASURY_GAS_LOW_TRANSACTIONS payouts, so an operator tops it up before sends fail.
 import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
 import { Gauge } from "prom-client"
-import { Chain } from "../../layers/Chain.js"
+import type { ChainShape } from "../../layers/Chain.js"
+import { Networks } from "../../layers/Networks.js"
 import { processRegistry } from "../../layers/observability/Metrics.js"
 import { ChainReadError } from "./chainReads.js"
 
@@ -33,41 +34,59 @@ const read = <A>(what: string, f: () => Promise<A>) =>
 
 export class GasWatch extends Effect.Service<GasWatch>()("treasury/GasWatch", {
   effect: Effect.gen(function* () {
-    const chain = yield* Chain
+    const networks = yield* Networks
     const lowTransactions = yield* Config.integer("TREASURY_GAS_LOW_TRANSACTIONS").pipe(
       Config.withDefault(100),
       Config.validate({ message: "TREASURY_GAS_LOW_TRANSACTIONS must be a positive integer", validation: (n) => n > 0 })
     )
-    const latest = yield* Ref.make(Option.none<GasStatus>())
+    /** One network's watch; the gauges (an alert rule's input) are the primary network's. */
+    const watchOn = (chain: ChainShape, gauges: boolean) => Effect.gen(function* () {
+      const latest = yield* Ref.make(Option.none<GasStatus>())
 
-    /** Reads the balance and the fees now; with no treasury key (nothing to pay gas for) there is nothing to watch. */
-    const check = Effect.gen(function* () {
-      if (Option.isNone(chain.signer)) return Option.none<GasStatus>()
-      const [balanceWei, fees] = yield* Effect.all([
-        read("treasury ETH balance", () => chain.publicClient.getBalance({ address: chain.treasury })),
-        read("fee estimate", () => chain.publicClient.estimateFeesPerGas())
-      ], { concurrency: 2 })
-      const perTransactionWei = (fees.maxFeePerGas ?? 1n) * PAYOUT_GAS
-      const transactionsLeft = balanceWei / (perTransactionWei > 0n ? perTransactionWei : 1n)
-      const low = transactionsLeft < BigInt(lowTransactions)
-      const status: GasStatus = { balanceWei, perTransactionWei, transactionsLeft, low, checkedAt: yield* Clock.currentTimeMillis }
-      const wasLow = Option.match(yield* Ref.getAndSet(latest, Option.some(status)), { onNone: () => false, onSome: (s) => s.low })
-      gasWei.set(Number(balanceWei))
-      gasTransactionsLeft.set(Number(transactionsLeft))
-      gasLow.set(low ? 1 : 0)
-      if (low && !wasLow) {
-        yield* Effect.logWarning("treasury gas low: top up its ETH before payouts and settlements start failing", {
-          treasury: chain.treasury,
-          balanceWei: balanceWei.toString(),
-          transactionsLeft: transactionsLeft.toString(),
-          threshold: lowTransactions
-        })
-      }
-      if (!low && wasLow) yield* Effect.logInfo("treasury gas topped up", { treasury: chain.treasury, transactionsLeft: transactionsLeft.toString() })
-      return Option.some(status)
-    }).pipe(Effect.withSpan("GasWatch.check"))
+      /** Reads the balance and the fees now; with no treasury key (nothing to pay gas for) there is nothing to watch. */
+      const check = Effect.gen(function* () {
+        if (Option.isNone(chain.signer)) return Option.none<GasStatus>()
+        const [balanceWei, fees] = yield* Effect.all([
+          read("treasury ETH balance", () => chain.publicClient.getBalance({ address: chain.treasury })),
+          read("fee estimate", () => chain.publicClient.estimateFeesPerGas())
+        ], { concurrency: 2 })
+        const perTransactionWei = (fees.maxFeePerGas ?? 1n) * PAYOUT_GAS
+        const transactionsLeft = balanceWei / (perTransactionWei > 0n ? perTransactionWei : 1n)
+        const low = transactionsLeft < BigInt(lowTransactions)
+        const status: GasStatus = { balanceWei, perTransactionWei, transactionsLeft, low, checkedAt: yield* Clock.currentTimeMillis }
+        const wasLow = Option.match(yield* Ref.getAndSet(latest, Option.some(status)), { onNone: () => false, onSome: (s) => s.low })
+        if (gauges) {
+          gasWei.set(Number(balanceWei))
+          gasTransactionsLeft.set(Number(transactionsLeft))
+          gasLow.set(low ? 1 : 0)
+        }
+        if (low && !wasLow) {
+          yield* Effect.logWarning("treasury gas low: top up its ETH before payouts and settlements start failing", {
+            treasury: chain.treasury,
+            network: chain.network,
+            balanceWei: balanceWei.toString(),
+            transactionsLeft: transactionsLeft.toString(),
+            threshold: lowTransactions
+          })
+        }
+        if (!low && wasLow) yield* Effect.logInfo("treasury gas topped up", { treasury: chain.treasury, network: chain.network, transactionsLeft: transactionsLeft.toString() })
+        return Option.some(status)
+      }).pipe(Effect.withSpan("GasWatch.check"))
+      return { network: chain.network, check, status: Ref.get(latest) } as const
+    })
 
-    return { check, status: Ref.get(latest), lowTransactions } as const
+    const primary = yield* watchOn(networks.primary, true)
+    /** The other networks' watches: their ETH pays for their own settlements and refunds. */
+    const others = yield* Effect.forEach(networks.all.slice(1), (c) => watchOn(c, false))
+    /** Every network's check; the primary's result. */
+    const check = Effect.zipLeft(
+      primary.check,
+      Effect.forEach(others, (o) => o.check.pipe(Effect.catchAll((e) => Effect.logWarning(`treasury gas check (${o.network}): ${e.message}`))), { discard: true })
+    )
+    /** A network's last status (the primary's for a name not configured). */
+    const statusOf = (network: string) => (others.find((o) => o.network === network) ?? primary).status
+
+    return { check, status: primary.status, statusOf, lowTransactions } as const
   })
 }) {}
 

@@ -14,6 +14,8 @@ export const TreasuryTxRow = Schema.Struct({
   purpose: TreasuryPurpose,
   subjectId: Schema.String,
   signer: Schema.String,
+  /** The network the transaction is on ('' for rows from before networks, adopted by the primary at start). */
+  network: Schema.String,
   nonce: Schema.BigInt,
   toAddress: Schema.String,
   rawTx: Schema.String,
@@ -35,15 +37,15 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
     const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRows(r)))
 
     /** Makes sure the signer has a nonce row at least `chainNonce` (the chain's count of its mined transactions). */
-    const ensureSigner = (address: string, chainNonce: bigint) =>
-      sql`INSERT INTO treasury_signers (address, next_nonce) VALUES (${address.toLowerCase()}, ${chainNonce.toString()})
-          ON CONFLICT (address) DO UPDATE SET next_nonce = GREATEST(treasury_signers.next_nonce, EXCLUDED.next_nonce), updated_at = now()`
+    const ensureSigner = (network: string, address: string, chainNonce: bigint) =>
+      sql`INSERT INTO treasury_signers (network, address, next_nonce) VALUES (${network}, ${address.toLowerCase()}, ${chainNonce.toString()})
+          ON CONFLICT (network, address) DO UPDATE SET next_nonce = GREATEST(treasury_signers.next_nonce, EXCLUDED.next_nonce), updated_at = now()`
         .pipe(Effect.asVoid)
 
     /** Takes the next nonce; the row stays locked until the caller's transaction ends (so it is stored or given back). */
-    const allocateNonce = (address: string) =>
+    const allocateNonce = (network: string, address: string) =>
       sql<{ nonce: string }>`UPDATE treasury_signers SET next_nonce = next_nonce + 1, updated_at = now()
-          WHERE address = ${address.toLowerCase()} RETURNING (next_nonce - 1)::text AS nonce`.pipe(
+          WHERE network = ${network} AND address = ${address.toLowerCase()} RETURNING (next_nonce - 1)::text AS nonce`.pipe(
         Effect.flatMap((r) => (r[0] === undefined ? Effect.dieMessage(`treasury signer ${address} has no nonce row`) : Effect.succeed(BigInt(r[0].nonce))))
       )
 
@@ -53,6 +55,7 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       readonly purpose: TreasuryPurpose
       readonly subjectId: string
       readonly signer: string
+      readonly network: string
       readonly nonce: bigint
       readonly to: string
       readonly raw: string
@@ -67,6 +70,7 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
           purpose: input.purpose,
           subjectId: input.subjectId,
           signer: input.signer.toLowerCase(),
+          network: input.network,
           nonce: input.nonce.toString(),
           toAddress: input.to.toLowerCase(),
           rawTx: input.raw,
@@ -92,8 +96,8 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         RETURNING *`).pipe(Effect.map((r) => [...r].sort((a, b) => (a.nonce < b.nonce ? -1 : a.nonce > b.nonce ? 1 : 0))))
 
     /** The signer's unfinished transactions, whatever their lease, lowest nonce first (the start's rebroadcast). */
-    const unfinishedOf = (signer: string, limit: number) =>
-      rows(sql`SELECT * FROM treasury_txs WHERE signer = ${signer.toLowerCase()} AND state IN ('signed', 'broadcast')
+    const unfinishedOf = (network: string, signer: string, limit: number) =>
+      rows(sql`SELECT * FROM treasury_txs WHERE network = ${network} AND signer = ${signer.toLowerCase()} AND state IN ('signed', 'broadcast')
                ORDER BY nonce LIMIT ${limit}`)
 
     /** Keeps a transaction leased to this process while it waits for its receipt. */
@@ -106,14 +110,14 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       sql`UPDATE treasury_txs SET lease_until = ${until} WHERE id = ${id} AND state IN ('signed', 'broadcast')`.pipe(Effect.asVoid)
 
     /** Nonces in [from, to) that have no live transaction: gaps that block every later transaction of the signer. */
-    const gaps = (signer: string, from: bigint, to: bigint) =>
+    const gaps = (network: string, signer: string, from: bigint, to: bigint) =>
       sql<{ nonce: string }>`
         SELECT n::text AS nonce FROM generate_series(${from.toString()}::bigint, ${(to - 1n).toString()}::bigint) AS n
-        WHERE NOT EXISTS (SELECT 1 FROM treasury_txs t WHERE t.signer = ${signer.toLowerCase()} AND t.nonce = n AND t.state <> 'dropped')
+        WHERE NOT EXISTS (SELECT 1 FROM treasury_txs t WHERE t.network = ${network} AND t.signer = ${signer.toLowerCase()} AND t.nonce = n AND t.state <> 'dropped')
         LIMIT 100`.pipe(Effect.map((r) => r.map((x) => BigInt(x.nonce))))
 
-    const nextNonce = (signer: string) =>
-      sql<{ nextNonce: string }>`SELECT next_nonce::text AS next_nonce FROM treasury_signers WHERE address = ${signer.toLowerCase()}`.pipe(
+    const nextNonce = (network: string, signer: string) =>
+      sql<{ nextNonce: string }>`SELECT next_nonce::text AS next_nonce FROM treasury_signers WHERE network = ${network} AND address = ${signer.toLowerCase()}`.pipe(
         Effect.map((r) => Option.map(Option.fromNullable(r[0]), (x) => BigInt(x.nextNonce)))
       )
 
@@ -137,6 +141,18 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
       sql`INSERT INTO chain_reinclusions (tx_hash, block_number) VALUES (${hash.toLowerCase()}, ${block.toString()})
           ON CONFLICT (tx_hash) DO UPDATE SET block_number = EXCLUDED.block_number, recorded_at = now()`.pipe(Effect.asVoid)
 
-    return { notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
+    /**
+     * The primary network takes over the nonce rows and transactions written before networks existed (network ''):
+     * their nonces are its chain's. The signer's row moves with ON UPDATE CASCADE; idempotent.
+     */
+    const adoptLegacy = (primary: string) =>
+      sql.withTransaction(Effect.gen(function* () {
+        const taken = yield* sql<{ address: string }>`SELECT address FROM treasury_signers WHERE network = ${primary}`
+        if (taken.length === 0) yield* sql`UPDATE treasury_signers SET network = ${primary} WHERE network = ''`
+        yield* sql`UPDATE treasury_txs SET network = ${primary} WHERE network = ''`
+        yield* sql`UPDATE treasury_reconciliations SET network = ${primary} WHERE network = ''`
+      })).pipe(Effect.asVoid)
+
+    return { adoptLegacy, notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

@@ -8,6 +8,7 @@ import { Withdrawals } from "../withdrawals/Withdrawals.js"
 import type { TreasuryTxRow } from "./Repo.js"
 import { TreasuryRepo } from "./Repo.js"
 import { TREASURY_LEASE_MS, TreasuryWriter } from "./TreasuryWriter.js"
+import type { NetworkWriter } from "./networkWriter.js"
 import { Reconciliation } from "./Reconciliation.js"
 import { TreasuryFinality } from "./Finality.js"
 
@@ -24,7 +25,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
 
     /** A transaction that books nothing: its outcome is recorded, and that is all. */
     const recordOnly = (name: string) => (tx: TreasuryTxRow) =>
-      Effect.flatMap(writer.observe(tx), (outcome) =>
+      Effect.flatMap(writer.on(tx.network).observe(tx), (outcome) =>
         outcome._tag === "Pending" ? Effect.void : Effect.asVoid(writer.recordIn(tx.id, outcome)).pipe(Effect.withSpan(name)))
 
     /** Each purpose's reading of its transaction's outcome (a missing purpose is a type error). */
@@ -63,9 +64,36 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       const sent = (yield* refunds.sendDue) + (yield* withdrawals.sendDue) + (yield* remainders.sendDue)
       const followed = yield* followDue
       const finalized = yield* finality.pass.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`finality pass: ${e.message}`), 0)))
-      const filled = yield* writer.repairGaps.pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair: ${e.message}`), 0)))
+      // Each network's nonce sequence has its own gaps.
+      const filled = yield* Effect.reduce(writer.all, 0, (n, w) =>
+        w.repairGaps.pipe(
+          Effect.catchAll((e) => Effect.as(Effect.logWarning(`gap repair (${w.chain.network}): ${e.message}`), 0)),
+          Effect.map((f) => n + f)
+        ))
       return sent + followed + finalized + filled
     }).pipe(Effect.withSpan("TreasuryWorker.processDue"))
+
+    /** One network's part of the start (below). */
+    const startNetwork = (w: NetworkWriter) => Effect.gen(function* () {
+      if (Option.isNone(w.address)) return
+      yield* w.syncNonce
+      const startedAt = yield* Clock.currentTimeMillis
+      const open = yield* repo.unfinishedOf(w.chain.network, w.address.value, 1_000)
+      let sent = 0
+      for (const tx of open) {
+        // A node that refuses (or does not answer) now refuses the rest too: the worker sends them after their leases.
+        if (!(yield* w.broadcast(tx, "failures"))) break
+        sent++
+      }
+      const filled = yield* w.repairGaps
+      if (open.length > 0 || filled > 0) {
+        const ms = (yield* Clock.currentTimeMillis) - startedAt
+        yield* Effect.logWarning(
+          `treasury at start (${w.chain.network}): ${sent} of ${open.length} unfinished transactions sent again from their stored bytes` +
+            (open.length > 0 ? ` (nonces ${open[0]!.nonce}-${open[open.length - 1]!.nonce})` : "") + `, ${filled} nonce gaps filled, in ${ms} ms`
+        )
+      }
+    })
 
     /**
      * At start, before serving: our nonce row catches up with the chain (fresh database or an older version's
@@ -77,23 +105,9 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
      */
     const start = Effect.gen(function* () {
       if (Option.isNone(writer.address)) return
-      yield* writer.syncNonce
-      const startedAt = yield* Clock.currentTimeMillis
-      const open = yield* repo.unfinishedOf(writer.address.value, 1_000)
-      let sent = 0
-      for (const tx of open) {
-        // A node that refuses (or does not answer) now refuses the rest too: the worker sends them after their leases.
-        if (!(yield* writer.broadcast(tx, "failures"))) break
-        sent++
-      }
-      const filled = yield* writer.repairGaps
-      if (open.length > 0 || filled > 0) {
-        const ms = (yield* Clock.currentTimeMillis) - startedAt
-        yield* Effect.logWarning(
-          `treasury at start: ${sent} of ${open.length} unfinished transactions sent again from their stored bytes` +
-            (open.length > 0 ? ` (nonces ${open[0]!.nonce}-${open[open.length - 1]!.nonce})` : "") + `, ${filled} nonce gaps filled, in ${ms} ms`
-        )
-      }
+      // Rows from before networks existed are the primary network's.
+      yield* repo.adoptLegacy(writer.chain.network)
+      for (const w of writer.all) yield* startNetwork(w)
     }).pipe(Effect.withSpan("TreasuryWorker.start"))
 
     return { processDue, start, reconcile: reconciliation.check } as const

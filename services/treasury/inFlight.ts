@@ -29,14 +29,19 @@ export interface InFlight {
 export const MAX_IN_FLIGHT_ITEMS = 2_000
 
 /** The ledger's open items for the chain's token, inside the caller's (repeatable-read) transaction. */
-export const unbookedStatement = (sql: SqlClient.SqlClient, chain: Pick<ChainShape, "usdc">): Effect.Effect<Unbooked, SqlError.SqlError> =>
+export const unbookedStatement = (
+  sql: SqlClient.SqlClient,
+  chain: Pick<ChainShape, "usdc">,
+  /** The network's names in treasury_txs ('' too for the primary: rows from before networks). */
+  networks: ReadonlyArray<string>
+): Effect.Effect<Unbooked, SqlError.SqlError> =>
   Effect.gen(function* () {
     const payments = yield* sql<{ payer: string; nonce: string; amount: string }>`
       SELECT payer, nonce, amount::text AS amount FROM payments
       WHERE status IN ('reserved', 'retrying') AND lower(asset) = ${chain.usdc.address.toLowerCase()}
       LIMIT ${MAX_IN_FLIGHT_ITEMS + 1}`
     const payouts = yield* sql<{ txHash: string }>`
-      SELECT tx_hash FROM treasury_txs WHERE purpose IN ('refund', 'withdrawal') AND state IN ('signed', 'broadcast')
+      SELECT tx_hash FROM treasury_txs WHERE purpose IN ('refund', 'withdrawal') AND state IN ('signed', 'broadcast') AND network IN ${sql.in(networks)}
       LIMIT ${MAX_IN_FLIGHT_ITEMS + 1}`
     return { payments: payments.map((p) => ({ ...p, amount: BigInt(p.amount) })), payouts }
   })

@@ -2,6 +2,7 @@
 import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { PaymentRequirements } from "../../layers/x402/requirements.js"
+import { isX402V1Network } from "../../layers/x402/networks.js"
 
 /**
  * The single registry of error codes. `docs/errors.md` is written from this table
@@ -240,7 +241,8 @@ export const PaymentRequiredResponse = Schema.transform(
       x402Version: 1 as const,
       success: false as const,
       error: { code: "PAYMENT_REQUIRED" as const, message, details },
-      accepts
+      // x402 v1 clients parse every entry and fail on a network they cannot name (Ethereum): v2 challenges offer those.
+      accepts: accepts.filter((a) => isX402V1Network(a.network))
     })
   }
 ).annotations(HttpApiSchema.annotations({ status: 402 }))

@@ -140,6 +140,8 @@ const OperatorTransaction = Schema.Struct({
   escrow_id: Schema.String,
   escrowStatus: Schema.String,
   chainId: Schema.NullOr(Schema.String),
+  /** The network its payment was made on. */
+  network: Schema.String,
   created_at: Schema.String
 })
 export const TransactionList = Schema.Struct({

@@ -25,6 +25,24 @@ export const Health = Schema.Struct({
     /** Present while the RPC answers badly: errors (429, 5xx, JSON-RPC errors) or a head behind one already seen. */
     problem: Schema.optional(Schema.Struct({ kind: Schema.Literal("errors", "stale"), message: Schema.String }))
   }),
+  /**
+   * Every network payments are taken on, the primary (`chain`) first, each on its own: its head, token, confirmations
+   * and its own reconciliation. Another network that does not answer degrades (the primary still takes payments).
+   */
+  networks: Schema.Array(Schema.Struct({
+    network: Schema.String,
+    /** The x402 v2 (CAIP-2) id payers name it by. */
+    caip2: Schema.String,
+    chainId: Schema.Number,
+    blockNumber: Schema.optional(Schema.String),
+    usdc: Schema.String,
+    confirmations: Schema.Number,
+    /** Absent when this network's RPC answers well. */
+    problem: Schema.optional(Schema.Struct({ kind: Schema.Literal("errors", "stale", "down"), message: Schema.String })),
+    treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),
+    /** The treasury's ETH for gas on this network (its settlements and refunds pay it). */
+    gas: Schema.optional(Schema.Struct({ balanceWei: Schema.String, transactionsLeft: Schema.String, low: Schema.Boolean, checkedAt: Schema.String }))
+  })),
   settlement: Schema.Literal("local", "facilitator"),
   /** The last reconciliation of the ledger's treasury with the chain (micro-USDC); absent until the first check. */
   treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),

@@ -4,6 +4,8 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { Chain } from "../../layers/Chain.js"
 import { makeChainProbe } from "../../layers/chainProbe.js"
+import { Networks } from "../../layers/Networks.js"
+import { caip2Of } from "../../layers/x402/v2.js"
 import { DatabaseInfo } from "../../layers/Pg.js"
 import { GasWatch } from "../../services/treasury/GasWatch.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
@@ -20,6 +22,20 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const gasWatch = yield* GasWatch
     const startedAt = yield* Clock.currentTimeMillis
     const probeChain = yield* makeChainProbe(chain)
+    const networks = yield* Networks
+    const others = yield* Effect.forEach(networks.all.slice(1), (c) => Effect.map(makeChainProbe(c), (probe) => ({ chain: c, probe })))
+    const lastCheck = (status: typeof reconciliation.status) =>
+      status.pipe(Effect.disconnect, Effect.timeout("500 millis"), Effect.catchAllCause(() => Effect.succeed(Option.none())))
+    const gasOf = (g: Effect.Effect.Success<typeof gasWatch.status>) =>
+      Option.match(g, {
+        onNone: () => ({}),
+        onSome: (x) => ({ gas: { balanceWei: x.balanceWei.toString(), transactionsLeft: x.transactionsLeft.toString(), low: x.low, checkedAt: new Date(x.checkedAt).toISOString() } })
+      })
+    const treasuryOf = (last: Effect.Effect.Success<typeof reconciliation.status>) =>
+      Option.match(last, {
+        onNone: () => ({}),
+        onSome: (l) => ({ treasury: { drift: l.drift.toString(), block: l.blockNumber.toString(), checkedAt: l.checkedAt.toISOString(), confirmed: l.confirmed } })
+      })
     const down = (what: string) => () =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
     return handlers.handle("health", () =>
@@ -37,8 +53,31 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         const drifted = Option.isSome(last) && last.value.confirmed && last.value.drift !== 0n
         const gas = yield* gasWatch.status
         const gasLow = Option.isSome(gas) && gas.value.low
+        // The other networks, side by side: each its own probe and its own reconciliation.
+        const second = yield* Effect.forEach(others, ({ chain: c, probe: probeOther }) =>
+          Effect.gen(function* () {
+            const p = yield* probeOther
+            const l = yield* lastCheck(reconciliation.on(c.network).status)
+            const g = yield* gasWatch.statusOf(c.network)
+            const bad = p._tag !== "Ok" || (Option.isSome(l) && l.value.confirmed && l.value.drift !== 0n) || (Option.isSome(g) && g.value.low)
+            return {
+              bad,
+              view: {
+                network: c.network,
+                caip2: caip2Of(c.chainId),
+                chainId: c.chainId,
+                ...(p._tag === "Down" || p.blockNumber === undefined ? {} : { blockNumber: p.blockNumber.toString() }),
+                usdc: c.usdc.address,
+                confirmations: c.confirmations,
+                ...(p._tag === "Degraded" ? { problem: { kind: p.kind, message: p.message } } : {}),
+                ...(p._tag === "Down" ? { problem: { kind: "down" as const, message: "the network's RPC does not answer" } } : {}),
+                ...treasuryOf(l),
+                ...gasOf(g)
+              }
+            }
+          }), { concurrency: "unbounded" })
         return respond({
-          status: drifted || gasLow || probe._tag === "Degraded" ? ("degraded" as const) : ("ok" as const),
+          status: drifted || gasLow || probe._tag === "Degraded" || second.some((n) => n.bad) ? ("degraded" as const) : ("ok" as const),
           mode: chain.mode,
           database: database.mode,
           chain: {
@@ -50,6 +89,20 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
             confirmations: chain.confirmations,
             ...(probe._tag === "Degraded" ? { problem: { kind: probe.kind, message: probe.message } } : {})
           },
+          networks: [
+            {
+              network: chain.network,
+              caip2: caip2Of(chain.chainId),
+              chainId: chain.chainId,
+              ...(blockNumber === undefined ? {} : { blockNumber: blockNumber.toString() }),
+              usdc: chain.usdc.address,
+              confirmations: chain.confirmations,
+              ...(probe._tag === "Degraded" ? { problem: { kind: probe.kind, message: probe.message } } : {}),
+              ...treasuryOf(last),
+              ...gasOf(gas)
+            },
+            ...second.map((n) => n.view)
+          ],
           settlement: chain.settlement,
           ...Option.match(last, {
             onNone: () => ({}),

@@ -37,7 +37,11 @@ export const Transaction = Schema.Struct({
   escrow_id: Schema.String,
   escrow_status: Schema.String,
   escrow_release_at: Schema.NullOr(Schema.String),
-  settlement: Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) }),
+  settlement: Schema.Struct({
+    status: Schema.String,
+    txHash: Schema.NullOr(Schema.String),
+    network: Schema.String.annotations({ description: "The network the payment was made on (\"base\", \"ethereum\"): its settlement and refund are there" })
+  }),
   refund_tx_hash: Schema.NullOr(Schema.String),
   dispute_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
@@ -56,6 +60,8 @@ export const TransactionListItem = Schema.Struct({
   status: Schema.String,
   execution_time: Schema.NullOr(Schema.Number),
   escrow_id: Schema.String,
+  /** The network its payment was made on. */
+  network: Schema.String,
   created_at: Schema.String
 }).annotations({ identifier: "TransactionListItem" })
 
