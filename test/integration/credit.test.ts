@@ -13,6 +13,7 @@ import { payoutDomain } from "../../services/withdrawals/PayoutAuthorization.js"
 import { call, devAccount, paidCall, usdcBalance } from "../support/clients.js"
 import { capability } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { setLimits } from "../support/limits.js"
 import { startMeteredAgent } from "../support/meteredAgent.js"
 import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
@@ -174,6 +175,19 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       const failed = yield* creditCall(yield* creditHeader(payer, agentId, "flat", input), { targetAgentId: agentId, capabilityId: "flat", input })
       expect(failed.status).toBe(502)
       expect(failed.body.error?.details).toMatchObject({ status: "failed", funding: "credit", refund: { status: "credited" } })
+      expect(yield* creditOf(payer)).toBe(credit)
+    }))
+
+  it.scoped("the payer's spending limits apply to credit calls: over the per-call limit is a 402, the credit untouched", () =>
+    Effect.gen(function* () {
+      const { agentId } = yield* agentOnce
+      const payer = devAccount(7)
+      const credit = yield* creditOf(payer)
+      expect((yield* setLimits(payer, { perCallMax: FLAT_PRICE - 1n })).status).toBe(200)
+      const input = { n: 4 }
+      const refused = yield* creditCall(yield* creditHeader(payer, agentId, "flat", input), { targetAgentId: agentId, capabilityId: "flat", input })
+      expect(refused.status).toBe(402)
+      expect(refused.body.error?.details).toMatchObject({ reason: "spending_limit_exceeded" })
       expect(yield* creditOf(payer)).toBe(credit)
     }))
 
