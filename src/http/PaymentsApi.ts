@@ -39,6 +39,8 @@ export const Transaction = Schema.Struct({
   escrow_release_at: Schema.NullOr(Schema.String),
   settlement: Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) }),
   refund_tx_hash: Schema.NullOr(Schema.String),
+  /** Only for a call paid from the payer's credit (no settlement transaction). */
+  funding: Schema.optional(Schema.Literal("credit")),
   dispute_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
   completed_at: Schema.NullOr(Schema.String)

@@ -119,6 +119,9 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(status.body.data).toMatchObject({ output: { ok: true }, funding: "credit" })
       const again = yield* Effect.promise(() => call(`${baseUrl}/api/v1/execute/${requestId}/receipt`, { headers: { "x-payment": header } }))
       expect(again.body.data).toEqual(receipt)
+      const [tx] = yield* sql<{ transactionId: string }>`SELECT transaction_id FROM executions WHERE id = ${requestId}`
+      const detail = yield* Effect.promise(() => call(`${baseUrl}/api/v1/payments/tx/${tx?.transactionId}`))
+      expect(detail.body.data).toMatchObject({ funding: "credit", amount: "0.002000", settlement: { status: "settled", txHash: null } })
 
       // A metered call from credit: holds the maximum (21,000), charges 6,000, the remainder back to the credit.
       const meteredInput = { units: "2500" }
