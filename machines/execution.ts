@@ -24,6 +24,8 @@ export interface ExecutionContext {
   readonly releaseAt: number | null
   /** A sub-call inside a chain: paid from the chain's budget, which a failure gives back at once (no retry, no refund). */
   readonly chained: boolean
+  /** Paid from the payer's credit: a failure gives the price back to the credit at once (no retry window, no refund). */
+  readonly credit: boolean
   /**
    * A fact, not the machine's own: the agent is suspended (its host reads the agent's status under the row lock at every
    * step). Its money is not released while it holds; reinstatement (AGENT_REINSTATED) re-arms the release.
@@ -80,11 +82,18 @@ const giveBack = [
   "returnToChain"
 ] as const
 
+/** A failed call paid from credit: heard at once, its price back in the payer's credit; never retried. */
+const giveBackCredit = [
+  { type: "recordOutcome", params: { success: false } },
+  { type: "scoreOutcomes", params: { outcomes: [false] } },
+  "returnToCredit"
+] as const
+
 export const executionMachine = setup({
   types: {
     context: {} as ExecutionContext,
     events: {} as ExecutionEvent,
-    input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number; readonly chained?: boolean }
+    input: {} as { readonly retryWindowMs: number; readonly deadlineMs: number; readonly startedAt: number; readonly chained?: boolean; readonly credit?: boolean }
   },
   actions: {
     /** Host: outbox execution.completed / execution.failed (the client and the agent hear at once). */
@@ -110,6 +119,8 @@ export const executionMachine = setup({
     voidEscrow: () => {},
     /** Host: escrow → the chain's budget (a failed sub-call's reservation is the chain's to spend again). */
     returnToChain: () => {},
+    /** Host: escrow → the payer's credit (a failed call paid from credit). */
+    returnToCredit: () => {},
     /** Host: the money into disputes held: from the escrow, or taken back from the agent and platform when released. */
     freezeForDispute: (_, _params: { readonly released: boolean }) => {},
     /** Host: disputes held → refunds payable (the client's share, refund queued) and the rest released. */
@@ -124,6 +135,7 @@ export const executionMachine = setup({
   },
   guards: {
     chained: ({ context }) => context.chained,
+    credited: ({ context }) => context.credit,
     timedOut: ({ event }) => event.type === "AGENT_DEADLINE" || (event.type === "AGENT_FAILED" && event.timedOut),
     canRetry: ({ context, event }) =>
       context.payment !== "failed" && !context.windowClosed && context.retryUntil !== null && event.at < context.retryUntil,
@@ -153,6 +165,7 @@ export const executionMachine = setup({
     releaseDelayMs: 0,
     releaseAt: null,
     chained: input.chained === true,
+    credit: input.credit === true,
     frozen: false
   }),
   on: {
@@ -179,11 +192,13 @@ export const executionMachine = setup({
         },
         AGENT_FAILED: [
           { guard: "chained", target: "returned", actions: [assign({ failureKind: ({ event }) => (event.timedOut ? "timeout" : "failed") }), ...giveBack] },
+          { guard: "credited", target: "returned", actions: [assign({ failureKind: ({ event }) => (event.timedOut ? "timeout" : "failed") }), ...giveBackCredit] },
           { guard: "timedOut", target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] },
           { target: "failed", actions: [assign({ failureKind: "failed" }), ...failure] }
         ],
         AGENT_DEADLINE: [
           { guard: "chained", target: "returned", actions: [assign({ failureKind: "timeout" }), ...giveBack] },
+          { guard: "credited", target: "returned", actions: [assign({ failureKind: "timeout" }), ...giveBackCredit] },
           { target: "timeout", actions: [assign({ failureKind: "timeout" }), ...failure] }
         ]
       }
@@ -270,7 +285,7 @@ export const executionMachine = setup({
       }
     },
     refunded: { type: "final" },
-    /** A failed sub-call: its reservation went back to the chain's budget. */
+    /** A failed sub-call (or call paid from credit): its reservation went back to the chain's budget (or the credit). */
     returned: { type: "final" },
     /** Failed, and the payment never settled: nothing to refund. */
     cancelled: { type: "final", entry: "voidEscrow" }

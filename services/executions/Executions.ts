@@ -1,5 +1,6 @@
 // The one paid-call pipeline: admit → fund → reserve → run → record, whatever pays (src/domain/Funding.ts): an x402
-// payment (paid.ts: of the price, or of a chain's whole budget) or a chain's budget (chained.ts); retries and status views.
+// payment (paid.ts: of the price, or of a chain's whole budget), a chain's budget (chained.ts) or the payer's credit
+// (credited.ts); retries and status views.
 import { Effect, Option } from "effect"
 import { withSpan } from "../../layers/observability/span.js"
 import { UrlGuard } from "../../layers/UrlGuard.js"
@@ -12,6 +13,7 @@ import { Agents } from "../agents/Agents.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Ledger } from "../ledger/Ledger.js"
+import { CreditSpends } from "../remainders/CreditSpends.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { Payments } from "../payments/Payments.js"
 import { Paywall } from "../payments/Paywall.js"
@@ -19,6 +21,7 @@ import { sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { AgentCall } from "./AgentCall.js"
 import { chaining } from "./chained.js"
+import { crediting } from "./credited.js"
 import { timing } from "./deadline.js"
 import type { ExecuteContext, ExecuteOutcome } from "./outcome.js"
 import { paying } from "./paid.js"
@@ -41,6 +44,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const clocks = yield* timing
     const paid = yield* paying(scope, clocks)
     const chained = yield* chaining(clocks)
+    const credited = yield* crediting(scope, clocks)
     /** The checks before payment (agent, capability, input, circuit, callback URL): also what a chain's budget check needs. */
     const admit = yield* prepare
 
@@ -51,6 +55,8 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
       switch (funding._tag) {
         case "X402":
           return paid(req, funding, ctx)
+        case "Credit":
+          return credited(req, funding, ctx)
         case "ChainBudget":
           return chained(req, funding, ctx.limits).pipe(
             Effect.map((view): ExecuteOutcome => ({ _tag: "Done", view, payment: null })),
@@ -82,5 +88,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, admit, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default, CreditSpends.Default]
 }) {}

@@ -54,7 +54,9 @@ export const ExecutionRow = Schema.Struct({
   quote: Schema.optional(Schema.NullOr(Schema.BigInt)),
   remainderTo: Schema.optional(Schema.NullOr(Schema.String)),
   remainderStatus: Schema.optional(Schema.NullOr(Schema.String)),
-  remainderTxHash: Schema.optional(Schema.NullOr(Schema.String))
+  remainderTxHash: Schema.optional(Schema.NullOr(Schema.String)),
+  /** What paid: the payment row's purpose (`credit` for a call paid from the payer's credit). */
+  paymentPurpose: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type ExecutionRow = typeof ExecutionRow.Type
 /** The row as its machine locks it: with the agent's outstanding debt (null when it owes nothing, as nearly all never do). */
@@ -70,7 +72,7 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
 
     const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
       sql`
-        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256,
+        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256, p.purpose AS payment_purpose,
                s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status,
                m.status AS remainder_status, m.tx_hash AS remainder_tx_hash
                ${lock ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}

@@ -8,8 +8,8 @@ import { meteringView, type MeteringRow } from "./meteringView.js"
 export type ViewRow = Pick<
   ExecutionRow,
   | "id" | "status" | "output" | "executionTimeMs" | "agentFee" | "platformFee" | "price" | "settlementState" | "settlementTxHash"
-  | "attempts" | "retryUntil" | "error" | "refundStatus" | "refundTxHash" | MeteringRow
->
+  | "attempts" | "retryUntil" | "error" | "refundStatus" | "refundTxHash" | "paymentPurpose" | MeteringRow
+> & Partial<Pick<ExecutionRow, "escrowStatus">>
 
 export const settlementStatus = (state: ExecutionRow["settlementState"]) =>
   state === "settled" ? "settled" as const : state === "reserved" ? "settlement_pending" as const : "settlement_failed" as const
@@ -31,10 +31,13 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
     executionTime: row.executionTimeMs,
     ...(reveal ? { cost: cost(row) } : {}),
     settlement: { status: settlementStatus(row.settlementState), txHash: row.settlementTxHash },
+    ...(row.paymentPurpose === "credit" ? { funding: "credit" as const } : {}),
     attempts: row.attempts,
     ...(row.retryUntil === null || row.status === "completed" ? {} : { retryUntil: row.retryUntil.toISOString() }),
     ...(row.error === null || row.status === "completed" ? {} : { error: row.error }),
     ...(row.refundStatus === null ? {} : { refund: { status: row.refundStatus, txHash: row.refundTxHash } }),
+    // A failed call paid from credit: its price went back to the credit at once.
+    ...(row.paymentPurpose === "credit" && row.escrowStatus === "returned" ? { refund: { status: "credited", txHash: null } } : {}),
     ...(reveal ? meteringView(row) : {}),
     ...(!reveal
       ? { message: "output and cost are returned only with the payment header used for this execution (its X-PAYMENT-USED value, sent as X-PAYMENT or PAYMENT-SIGNATURE)" }

@@ -10,7 +10,9 @@ import { formatUsdc } from "../../src/domain/Money.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
+import { restoreStatement } from "../limits/statements.js"
 import { RefundsRepo, retryNowStatement } from "../refunds/Repo.js"
+import { creditAccount } from "../remainders/Repo.js"
 import { Outcomes } from "../reputation/Outcomes.js"
 import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
 import { debtOf, debtStatement } from "../disputes/Repo.js"
@@ -26,11 +28,11 @@ const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "
  */
 const snapshotOf = (row: ExecutionRow): PersistedSnapshot => {
   const frozen = row.agentStatus === "suspended"
-  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [], chained: false, frozen } }
+  if (!isPersistedSnapshot(row.machineSnapshot)) return { value: row.state, context: { unscored: [], chained: false, credit: false, frozen } }
   const context = row.machineSnapshot.context
   return {
     value: row.machineSnapshot.value,
-    context: typeof context === "object" && context !== null ? { unscored: [], chained: false, ...context, frozen } : context
+    context: typeof context === "object" && context !== null ? { unscored: [], chained: false, credit: false, ...context, frozen } : context
   }
 }
 
@@ -240,6 +242,12 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               remainingBudget: formatUsdc(chain.remaining)
             })
           }),
+        // A failed call paid from credit: its price back to the credit, and to the payer's spending limits' day.
+        returnToCredit: (_, { row, event }) =>
+          Effect.zipRight(
+            moveEscrow(row, "credit_return", "returned", event.at, [{ debit: Accounts.escrow, credit: creditAccount(row.payer), amount: row.price }]),
+            restoreStatement(sql, { paymentId: row.paymentId, source: `credit:${row.id}`, amount: row.price })
+          ),
         // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.
         retryRefund: (_, { row, event }) =>
           retryNowStatement(sql, row.id, event.at).pipe(Effect.asVoid),

@@ -22,6 +22,8 @@ export interface PaymentUse {
   readonly settlementTxHash: string | null
   /** The payer's signed receipt (receipt.ts), once the call completed and its payment settled; null otherwise. */
   readonly receipt: ExecutionReceipt | null
+  /** Paid from the payer's credit (X-Credit-Payment): no settlement; the receipt travels in X-Credit-Receipt. */
+  readonly funding?: "credit"
 }
 
 export type ExecuteOutcome =

@@ -20,7 +20,10 @@ export interface ReceiptFields {
   readonly capabilityId: string
   /** CAIP-2 network of the settlement, and its transaction hash (the payment the receipt accounts for). */
   readonly network: string
+  /** Empty for a call paid from credit (no settlement: `funding` says so). */
   readonly transaction: string
+  /** Only on a call paid from the payer's credit: `credit` (an x402-paid call's receipt has no such field). */
+  readonly funding?: "credit"
   /** What a unit is: `call` for flat pricing; metered: `token` (unitPrice per 1,000), `second`, `minute`, `micro-usdc` (dynamic). */
   readonly unit: string
   readonly unitsUsed: string
@@ -59,6 +62,7 @@ export type ReceiptRow = Pick<
   ExecutionRow,
   | "id" | "payer" | "agentId" | "capabilityId" | "input" | "output" | "status" | "price" | "platformFee" | "agentFee"
   | "chainId" | "completedAt" | "settlementState" | "settlementTxHash" | "authorized" | "meterUnit" | "unitPrice" | "unitsUsed"
+  | "paymentPurpose"
 >
 
 /** A metered execution's terms once its usage is charged (metering.ts); undefined for flat pricing. */
@@ -76,7 +80,9 @@ const meteredOf = (row: ReceiptRow) => {
  */
 export const receiptFields = (row: ReceiptRow, network: string, keyId: string): ReceiptFields | undefined => {
   if (row.status !== "completed" || row.chainId !== null || row.settlementState !== "settled") return undefined
-  if (row.settlementTxHash === null || row.completedAt === null || row.output === null) return undefined
+  // A call paid from credit has no settlement transaction: its receipt says `funding: "credit"` instead.
+  const credit = row.paymentPurpose === "credit"
+  if ((row.settlementTxHash === null && !credit) || row.completedAt === null || row.output === null) return undefined
   // Flat pricing: one unit at the agent's price; the payment authorised exactly the price, all of it charged. Metered
   // (metering.ts): the units used at the unit price (per 1,000 for tokens), the payment authorised the maximum, `price`
   // holds the charge.
@@ -90,7 +96,8 @@ export const receiptFields = (row: ReceiptRow, network: string, keyId: string): 
     agentId: row.agentId,
     capabilityId: row.capabilityId,
     network,
-    transaction: row.settlementTxHash,
+    transaction: row.settlementTxHash ?? "",
+    ...(credit ? { funding: "credit" as const } : {}),
     unit: metered?.unit ?? "call",
     unitsUsed: (metered?.unitsUsed ?? 1n).toString(),
     unitPrice: (metered?.unitPrice ?? row.agentFee).toString(),

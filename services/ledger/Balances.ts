@@ -18,6 +18,7 @@ const BalanceRow = Schema.Struct({
 
 const TxRow = Schema.Struct({
   transactionId: Schema.String,
+  paymentPurpose: Schema.String,
   id: Schema.String,
   payer: Schema.String,
   /** The agent whose chained call this was (its parent execution's agent); null when a client paid. */
@@ -84,7 +85,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         const rows = yield* sql`
           SELECT x.transaction_id, x.id, x.payer, pe.agent_id AS requesting_agent, x.agent_id, x.capability_id, x.status, x.price, x.platform_fee, x.agent_fee,
                  x.platform_cut, x.agent_earnings, x.execution_time_ms, x.escrow_id, s.status AS escrow_status, s.release_at,
-                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
+                 p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network, p.purpose AS payment_purpose, r.tx_hash AS refund_tx_hash, d.id AS dispute_id, x.created_at, x.completed_at
           FROM executions x JOIN escrows s ON s.execution_id = x.id JOIN payments p ON p.id = x.payment_id
           LEFT JOIN refunds r ON r.execution_id = x.id LEFT JOIN disputes d ON d.execution_id = x.id
           LEFT JOIN executions pe ON pe.id = x.parent_execution_id
@@ -118,6 +119,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
             network: tx.network
           },
           refund_tx_hash: tx.refundTxHash,
+          ...(tx.paymentPurpose === "credit" ? { funding: "credit" as const } : {}),
           dispute_id: tx.disputeId,
           created_at: tx.createdAt.toISOString(),
           completed_at: tx.completedAt?.toISOString() ?? null

@@ -7,6 +7,7 @@ import { historyStatement } from "../../machines/runner.js"
 import { settlementMachine } from "../../machines/settlement.js"
 import { isPersistedSnapshot, type PersistedSnapshot, startMachine } from "../../machines/step.js"
 import { newPaymentId } from "../../src/domain/Ids.js"
+import { isUniqueViolation } from "../sql/SqlErrors.js"
 
 export const PaymentPurpose = Schema.Literal("registration", "execution")
 export type PaymentPurpose = typeof PaymentPurpose.Type
@@ -145,3 +146,43 @@ export const budgetPaymentStatement = (sql: SqlClient.SqlClient, p: {
       SELECT ${p.paymentId}, 'chain', ${p.requestId}, payer, pay_to, asset, network, ${p.amount.toString()}, ${p.nonce},
              0, 0, 'chain-budget', ${p.handleSha256}, 'settled', tx_hash, ${new Date(p.now)}
       FROM payments WHERE id = (SELECT payment_id FROM chains WHERE id = ${p.chainId})`
+
+/**
+ * A call paid from the payer's credit (services/remainders/CreditSpends.ts): a payment row settled from the start (the
+ * credit is treasury money), no transaction. Its nonce is derived from the signed spend's: the (asset, payer, nonce)
+ * index refuses a replayed spend, and the header's hash is the call's read-back proof.
+ */
+export const creditPaymentStatement = (sql: SqlClient.SqlClient, p: {
+  readonly paymentId: string
+  readonly requestId: string
+  readonly payer: string
+  readonly payTo: string
+  readonly asset: string
+  readonly network: string
+  readonly amount: bigint
+  readonly nonce: string
+  readonly validBefore: number
+  readonly headerSha256: string
+  readonly now: number
+}) =>
+  sql`INSERT INTO payments ${sql.insert({
+    id: p.paymentId,
+    purpose: "credit",
+    subjectId: p.requestId,
+    payer: p.payer.toLowerCase(),
+    payTo: p.payTo,
+    asset: p.asset,
+    network: p.network,
+    amount: p.amount.toString(),
+    nonce: p.nonce,
+    validAfter: "0",
+    validBefore: p.validBefore.toString(),
+    signature: "credit",
+    headerSha256: p.headerSha256,
+    status: "settled",
+    settledAt: new Date(p.now)
+  })}`
+
+/** Whether `error` is the unique violation of a payment row already made with this nonce or header (a replay). */
+export const isPaymentReplay = (error: unknown) =>
+  isUniqueViolation(error, "payments_authorization_key") || isUniqueViolation(error, "payments_header_key")

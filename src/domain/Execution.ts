@@ -91,7 +91,9 @@ export const ExecutionView = Schema.Struct({
   /** Executions with a callbackUrl/webhookUrl, for the holder of the payment header: how the result post went. */
   callback: Schema.optional(CallbackView),
   /** Metered capabilities, for the holder of the payment header: the usage charged and where the remainder went. */
-  metering: Schema.optional(MeteringView)
+  metering: Schema.optional(MeteringView),
+  /** Calls paid from the payer's credit (X-Credit-Payment): `credit`; no settlement transaction, refunds go to the credit. */
+  funding: Schema.optional(Schema.Literal("credit"))
 }).annotations({ identifier: "Execution" })
 export type ExecutionView = typeof ExecutionView.Type
 

@@ -86,8 +86,18 @@ export interface ChainBudgetFunding {
   readonly info: (readHandle: Option.Option<string>) => Effect.Effect<ChainInfo>
 }
 
-// A third kind, a metered maximum, joins this union (issue 28 item 2).
-export type Funding = X402Funding | ChainBudgetFunding
+/**
+ * A call paid from the payer's credit at the marketplace (`X-Credit-Payment`: the payer wallet's EIP-712
+ * `PayerCreditSpend` over this call, services/remainders/CreditSpends.ts). No settlement: the money is in the treasury.
+ */
+export interface CreditFunding {
+  readonly _tag: "Credit"
+  /** The header as sent (base64 JSON); read and verified by the pipeline's fund step. */
+  readonly header: string
+}
+
+// A metered maximum is not a kind of its own: an x402 or credit funding of the capability's maximum (services/executions/metering.ts).
+export type Funding = X402Funding | ChainBudgetFunding | CreditFunding
 
 /**
  * A failed sub-call's reservation going back to its chain's budget, from the execution's step (services/chains owns the

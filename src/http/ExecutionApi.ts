@@ -30,7 +30,9 @@ export class ExecutionApi extends HttpApiGroup.make("execution")
         "x-chain-token": Schema.optional(Schema.String),
         "x-chain-budget": Schema.optional(Schema.String),
         /** A metered call's unused authorisation: back on chain (default) or kept as the payer's credit. */
-        "x-remainder": Schema.optional(Schema.Literal("chain", "credit"))
+        "x-remainder": Schema.optional(Schema.Literal("chain", "credit")),
+        /** Pay from the payer's credit: base64 JSON of a PayerCreditSpend signature (docs/clients.md "Paying with credit"). */
+        "x-credit-payment": Schema.optional(Schema.String)
       }))
       .addSuccess(ok(ExecutionView))
       .addSuccess(ok(Accepted), { status: 202 })

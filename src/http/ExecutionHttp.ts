@@ -21,6 +21,7 @@ import type { Funding } from "../domain/Funding.js"
 import type { AgentId } from "../domain/Ids.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
+import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentHeaders.js"
 
 /** A finished attempt that failed is an error response carrying the execution (so the client can retry it). */
@@ -37,7 +38,9 @@ const failed = (view: ExecutionView): Effect.Effect<never, BadGateway | GatewayT
     return Effect.fail(
       new BadGateway({
         code: "EXECUTION_FAILED",
-        message: "the agent failed; the payment is held for a retry until details.retryUntil, then refunded",
+        message: view.funding === "credit"
+          ? "the agent failed; the price went back to your credit"
+          : "the agent failed; the payment is held for a retry until details.retryUntil, then refunded",
         details: { agentError: view.error ?? "failed", ...view }
       })
     )
@@ -46,7 +49,9 @@ const failed = (view: ExecutionView): Effect.Effect<never, BadGateway | GatewayT
     return Effect.fail(
       new GatewayTimeout({
         code: "EXECUTION_TIMEOUT",
-        message: "the agent did not answer in time; the payment is held for a retry until details.retryUntil, then refunded",
+        message: view.funding === "credit"
+          ? "the agent did not answer in time; the price went back to your credit"
+          : "the agent did not answer in time; the payment is held for a retry until details.retryUntil, then refunded",
         details: { ...view }
       })
     )
@@ -69,6 +74,8 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
   setResponseHeaders({
     "X-PAYMENT-USED": payment.header,
     "X-Client-Id": clientId,
+    // Paid from credit: no settlement; the signed receipt alone, base64 JSON.
+    ...(payment.funding === "credit" && payment.receipt !== null ? { "X-CREDIT-RECEIPT": encodeHeaderJson(payment.receipt) } : {}),
     ...(payment.settlementTxHash === null
       ? {}
       : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }, payment.receipt))
@@ -104,9 +111,20 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
      * What pays for the call: the chain's budget (X-Chain-Token), or the x402 payment, buying a chain's whole budget
      * with X-Chain-Budget (docs/chains.md).
      */
-    const fundingOf = (payload: ExecuteRequest, headers: Parameters<typeof presentedFromHeaders>[0] & { readonly "x-chain-budget"?: string | undefined; readonly "x-chain-token"?: string | undefined }, async: boolean) => {
+    const fundingOf = (payload: ExecuteRequest, headers: Parameters<typeof presentedFromHeaders>[0] & { readonly "x-chain-budget"?: string | undefined; readonly "x-chain-token"?: string | undefined; readonly "x-credit-payment"?: string | undefined }, async: boolean) => {
       const budget = headers["x-chain-budget"]
       const token = headers["x-chain-token"]
+      const credit = headers["x-credit-payment"]
+      if (credit !== undefined) {
+        // One way to pay per call: credit does not combine with an x402 payment or a chain's headers.
+        const others = [["X-PAYMENT", headers["x-payment"]], ["PAYMENT-SIGNATURE", headers["payment-signature"]], ["X-Chain-Token", token], ["X-Chain-Budget", budget]]
+          .filter(([, value]) => value !== undefined).map(([name]) => name)
+        if (others.length > 0) {
+          const message = `X-Credit-Payment pays the call from credit; it cannot go with ${others.join(", ")}`
+          return Effect.fail(new BadRequest({ code: "VALIDATION_ERROR", message, details: { issues: [{ path: "X-Credit-Payment", message }] } }))
+        }
+        return Effect.succeed<Funding>({ _tag: "Credit", header: credit })
+      }
       if (token === undefined) {
         return Effect.succeed<Funding>({ _tag: "X402", payment: presentedFromHeaders(headers), ...(budget === undefined ? {} : { budget: chainRoots.purchase(budget) }) })
       }

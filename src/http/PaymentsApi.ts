@@ -43,6 +43,8 @@ export const Transaction = Schema.Struct({
     network: Schema.String.annotations({ description: "The network the payment was made on (\"base\", \"ethereum\"): its settlement and refund are there" })
   }),
   refund_tx_hash: Schema.NullOr(Schema.String),
+  /** Only for a call paid from the payer's credit (no settlement transaction). */
+  funding: Schema.optional(Schema.Literal("credit")),
   dispute_id: Schema.NullOr(Schema.String),
   created_at: Schema.String,
   completed_at: Schema.NullOr(Schema.String)

@@ -162,6 +162,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "x-chain-token",
     "x-chain-budget",
     "x-remainder",
+    "x-credit-payment",
     "x-payer-signature",
     "x-payer-signed-at",
     "x-request-id",
@@ -170,7 +171,7 @@ const cors = HttpApiBuilder.middlewareCors({
     "mcp-protocol-version",
     "last-event-id"
   ],
-  exposedHeaders: ["X-Request-Id", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After", "Mcp-Session-Id"]
+  exposedHeaders: ["X-Request-Id", "X-PAYMENT-RESPONSE", "PAYMENT-RESPONSE", "PAYMENT-REQUIRED", "X-PAYMENT-USED", "X-Client-Id", "X-CREDIT-RECEIPT", "X-RateLimit-Agent-Remaining", "X-RateLimit-Client-Remaining", "Retry-After", "Mcp-Session-Id"]
 })
 
 /** The API with every handler; needs the domain services. */

@@ -256,6 +256,19 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 
+  it.scoped("quotes before payment are bounded: the same unpaid request ten times asks the agent once (the quote cache)", () =>
+    Effect.gen(function* () {
+      const { baseUrl } = yield* TestEnv
+      const { agent, agentId } = yield* agentOnce
+      const input = { quote: "0.02", unique: `cache-${Date.now()}` }
+      const asked = () => agent.quotes.filter((q) => JSON.stringify(q) === JSON.stringify(input)).length
+      for (let i = 0; i < 10; i++) {
+        const response = yield* Effect.promise(() => call(`${baseUrl}/api/v1/execute`, { method: "POST", json: { targetAgentId: agentId, capabilityId: "quoted", input } }))
+        expect(response.status).toBe(402)
+      }
+      expect(asked()).toBe(1)
+    }))
+
   it.scoped("X-Remainder: credit keeps the remainder as the payer's credit; the payer reads and withdraws it with its wallet signature", () =>
     Effect.gen(function* () {
       const { baseUrl, sql } = yield* TestEnv

@@ -24,6 +24,20 @@ const T0 = 1_700_000_000_000
 const newExecution = () => startMachine(executionMachine, { retryWindowMs: 600_000, deadlineMs: 90_000, startedAt: T0 })
 
 describe("execution machine", () => {
+  it("a call paid from credit that fails or dies goes back to the credit at once (returned, no retry window)", () => {
+    const start = startMachine(executionMachine, { retryWindowMs: 600_000, deadlineMs: 90_000, startedAt: T0, credit: true })
+    for (const event of [
+      { type: "AGENT_FAILED", at: T0 + 5, timedOut: false, error: "boom" },
+      { type: "AGENT_DEADLINE", at: T0 + 90_000 }
+    ] as const) {
+      const { last } = run(executionMachine, start.persisted, [{ type: "PAYMENT_SETTLED", at: T0 }, event])
+      expect(last.state).toBe("returned")
+      expect(last.actions.map((a) => a.type)).toContain("returnToCredit")
+      expect(actionsOf(last, "scheduleTimer")).toEqual([])
+      expect(executionStatus(last.state, last.snapshot.context)).toBe(event.type === "AGENT_FAILED" ? "failed" : "timeout")
+    }
+  })
+
   it("arms a dead-attempt deadline when an attempt starts", () => {
     const start = newExecution()
     expect(start.state).toBe("running")
