@@ -108,7 +108,7 @@ describe("a whole-host crash on a chain that keeps going", () => {
       const startMs = Date.now() - restartedAt
       expect(second.healthSeen.filter((s) => s !== "ok")).toEqual([])
       // The start sent again what the dead process had not seen mined (one line, with its count and time).
-      const resent = /treasury at start: (\d+) of (\d+) unfinished transactions[^\n]*/.exec(second.output())
+      const resent = /treasury at start(?: \([^)]*\))?: (\d+) of (\d+) unfinished transactions[^\n]*/.exec(second.output())
       console.log(`crash-restart: ${resent?.[0] ?? "no treasury line at start"}`)
       expect(Number(resent?.[2] ?? 0)).toBeGreaterThan(0)
       const db = yield* embeddedDatabase(dataDir)
