@@ -85,22 +85,30 @@ export interface ReceiptLog {
 /** An indexed address topic as a lower-case address. */
 const topicAddress = (topic: Hex | undefined) => (topic === undefined ? "" : `0x${topic.slice(26)}`.toLowerCase())
 
+/** One EIP-3009 authorization looked for in a receipt: who authorised, to whom, its nonce and amount. */
+export interface AuthorizationItem {
+  readonly from: string
+  readonly to: string
+  readonly nonce: string
+  readonly amount: bigint
+}
+
 /**
- * Which of `payments` a mined batch paid, by authorization (payer, nonce), whatever their order: the batcher reported
- * the item ok, the token logged AuthorizationUsed for it, and a Transfer of exactly its amount from the payer to the
- * treasury is in the receipt (each Transfer log counts for one payment only). Logs are read by their topics (a batch
- * carries three per payment; viem's generic decoder costs more than the rest of a payment's settlement here).
+ * Which of `items` a mined transaction paid, by authorization (from, nonce), whatever their order: the batcher (when the
+ * transaction went through one) reported the item ok, the token logged AuthorizationUsed for it, and a Transfer of
+ * exactly its amount from `from` to `to` is in the receipt (each Transfer log counts for one item only). Logs are read
+ * by their topics (a batch carries three per item; viem's generic decoder costs more than the rest of a payment's
+ * settlement here). Settlements (payers to the treasury) and metered remainders (the treasury to payers) both ask it.
  */
-export const paidInBatch = (
-  chain: Pick<ChainShape, "usdc" | "treasury">,
-  batcher: `0x${string}`,
+export const authorizationsPaid = (
+  token: string,
+  batcher: string | undefined,
   receipt: { readonly status: TransactionReceipt["status"]; readonly logs: ReadonlyArray<ReceiptLog> },
-  payments: ReadonlyArray<Pick<VerifiedPayment, "payer" | "nonce" | "amount">>
+  items: ReadonlyArray<AuthorizationItem>
 ): ReadonlyArray<boolean> => {
-  if (receipt.status !== "success") return payments.map(() => false)
-  const token = chain.usdc.address.toLowerCase()
-  const treasury = chain.treasury.toLowerCase()
-  const batcherAddress = batcher.toLowerCase()
+  if (receipt.status !== "success") return items.map(() => false)
+  const tokenAddress = token.toLowerCase()
+  const batcherAddress = batcher?.toLowerCase()
   const key = (from: string, nonce: string) => `${from.toLowerCase()}:${nonce.toLowerCase()}`
   const reportedOk = new Set<string>()
   const used = new Set<string>()
@@ -110,23 +118,32 @@ export const paidInBatch = (
     const address = log.address.toLowerCase()
     if (address === batcherAddress && topic === AUTHORIZATION_SETTLED && t3 !== undefined && log.data.length === 130) {
       // data: index (uint256), ok (bool)
-      if (topicAddress(t1) === token && BigInt(`0x${log.data.slice(66)}`) === 1n) reportedOk.add(key(topicAddress(t2), t3))
-    } else if (address === token && topic === AUTHORIZATION_USED && t2 !== undefined) {
+      if (topicAddress(t1) === tokenAddress && BigInt(`0x${log.data.slice(66)}`) === 1n) reportedOk.add(key(topicAddress(t2), t3))
+    } else if (address === tokenAddress && topic === AUTHORIZATION_USED && t2 !== undefined) {
       used.add(key(topicAddress(t1), t2))
-    } else if (address === token && topic === TRANSFER && log.data.length === 66 && topicAddress(t2) === treasury) {
-      const t = `${topicAddress(t1)}:${BigInt(log.data)}`
+    } else if (address === tokenAddress && topic === TRANSFER && log.data.length === 66) {
+      const t = `${topicAddress(t1)}:${topicAddress(t2)}:${BigInt(log.data)}`
       transfers.set(t, (transfers.get(t) ?? 0) + 1)
     }
   }
-  return payments.map((p) => {
-    const k = key(p.payer, p.nonce)
-    const t = `${p.payer.toLowerCase()}:${p.amount}`
+  return items.map((item) => {
+    const k = key(item.from, item.nonce)
+    const t = `${item.from.toLowerCase()}:${item.to.toLowerCase()}:${item.amount}`
     const left = transfers.get(t) ?? 0
-    if (!reportedOk.has(k) || !used.has(k) || left === 0) return false
+    if ((batcherAddress !== undefined && !reportedOk.has(k)) || !used.has(k) || left === 0) return false
     transfers.set(t, left - 1)
     return true
   })
 }
+
+/** Which of `payments` (payers to the treasury) a mined batch paid (`authorizationsPaid`). */
+export const paidInBatch = (
+  chain: Pick<ChainShape, "usdc" | "treasury">,
+  batcher: `0x${string}`,
+  receipt: { readonly status: TransactionReceipt["status"]; readonly logs: ReadonlyArray<ReceiptLog> },
+  payments: ReadonlyArray<Pick<VerifiedPayment, "payer" | "nonce" | "amount">>
+): ReadonlyArray<boolean> =>
+  authorizationsPaid(chain.usdc.address, batcher, receipt, payments.map((p) => ({ from: p.payer, to: chain.treasury, nonce: p.nonce, amount: p.amount })))
 
 /**
  * What the chain says happened to an authorization whose own settlement did not confirm (reverted, dropped, a failed

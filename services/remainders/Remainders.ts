@@ -5,13 +5,14 @@
 // its ledger movement (remainders payable → treasury) is booked in the transaction that confirms it.
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
-import { getAddress, type Hex, toEventSelector, type TransactionReceipt } from "viem"
+import { getAddress, type Hex, type TransactionReceipt } from "viem"
 import type { ChainShape } from "../../layers/Chain.js"
+import { transferWithAuthorizationTypes } from "../../layers/devnet/usdcAbi.js"
 import { Networks } from "../../layers/Networks.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import { newId } from "../../src/domain/Ids.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
-import { batchCalldata, batchGas, singleCalldata } from "../payments/chainOutcome.js"
+import { authorizationsPaid, batchCalldata, batchGas, type ReceiptLog, singleCalldata } from "../payments/chainOutcome.js"
 import { authorizationPayment } from "../treasury/chainReads.js"
 import type { TreasuryTxRow } from "../treasury/Repo.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
@@ -24,49 +25,18 @@ const RETRY_MS = 5_000
 /** An authorization is valid this long after it is signed (re-signed with the same nonce if sent again later). */
 const VALID_FOR_SECONDS = 3_600n
 
-const AUTHORIZATION_SETTLED = toEventSelector("AuthorizationSettled(address,address,bytes32,uint256,bool)")
-const AUTHORIZATION_USED = toEventSelector("AuthorizationUsed(address,bytes32)")
-const TRANSFER = toEventSelector("Transfer(address,address,uint256)")
-const topicAddress = (topic: Hex | undefined) => (topic === undefined ? "" : `0x${topic.slice(26)}`.toLowerCase())
-
 /**
- * Which remainders a mined transaction paid: the batcher reported the item ok (when batched), the token logged
- * AuthorizationUsed(treasury, nonce), and a Transfer of exactly its amount from the treasury to the payer is in the
- * receipt (each Transfer log counts once).
+ * Which remainders a mined transaction paid (`authorizationsPaid`: from the treasury to each payer, its nonce, its
+ * amount). The batcher's per-item report is required when the transaction went through the batcher (its `to`); one
+ * sent straight to the token has none.
  */
 export const paidBack = (
   chain: Pick<ChainShape, "usdc" | "treasury">,
-  batcher: Option.Option<`0x${string}`>,
-  receipt: Pick<TransactionReceipt, "status" | "logs">,
+  receipt: { readonly status: TransactionReceipt["status"]; readonly logs: ReadonlyArray<ReceiptLog>; readonly to: string | null },
   items: ReadonlyArray<Pick<RemainderRow, "toAddress" | "amount" | "authNonce">>
 ): ReadonlyArray<boolean> => {
-  if (receipt.status !== "success") return items.map(() => false)
-  const token = chain.usdc.address.toLowerCase()
-  const treasury = chain.treasury.toLowerCase()
-  const batcherAddress = Option.getOrUndefined(batcher)?.toLowerCase()
-  const ok = new Set<string>()
-  const used = new Set<string>()
-  const transfers = new Map<string, number>()
-  for (const log of receipt.logs) {
-    const [topic, t1, t2, t3] = log.topics
-    const address = log.address.toLowerCase()
-    if (address === batcherAddress && topic === AUTHORIZATION_SETTLED && t3 !== undefined && log.data.length === 130) {
-      if (topicAddress(t1) === token && topicAddress(t2) === treasury && BigInt(`0x${log.data.slice(66)}`) === 1n) ok.add(t3.toLowerCase())
-    } else if (address === token && topic === AUTHORIZATION_USED && t2 !== undefined && topicAddress(t1) === treasury) {
-      used.add(t2.toLowerCase())
-    } else if (address === token && topic === TRANSFER && log.data.length === 66 && topicAddress(t1) === treasury) {
-      const key = `${topicAddress(t2)}:${BigInt(log.data)}`
-      transfers.set(key, (transfers.get(key) ?? 0) + 1)
-    }
-  }
-  return items.map((r) => {
-    const nonce = r.authNonce.toLowerCase()
-    const key = `${r.toAddress.toLowerCase()}:${r.amount}`
-    const left = transfers.get(key) ?? 0
-    if ((batcherAddress !== undefined && !ok.has(nonce)) || !used.has(nonce) || left === 0) return false
-    transfers.set(key, left - 1)
-    return true
-  })
+  const viaBatcher = receipt.to !== null && receipt.to.toLowerCase() !== chain.usdc.address.toLowerCase() ? receipt.to : undefined
+  return authorizationsPaid(chain.usdc.address, viaBatcher, receipt, items.map((r) => ({ from: chain.treasury, to: r.toAddress, nonce: r.authNonce, amount: r.amount })))
 }
 
 export class Remainders extends Effect.Service<Remainders>()("remainders/Remainders", {
@@ -87,16 +57,7 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
         const signature = yield* Effect.promise(() =>
           sign({
             domain: { name: chain.usdc.name, version: chain.usdc.version, chainId: chain.chainId, verifyingContract: chain.usdc.address },
-            types: {
-              TransferWithAuthorization: [
-                { name: "from", type: "address" },
-                { name: "to", type: "address" },
-                { name: "value", type: "uint256" },
-                { name: "validAfter", type: "uint256" },
-                { name: "validBefore", type: "uint256" },
-                { name: "nonce", type: "bytes32" }
-              ]
-            },
+            types: transferWithAuthorizationTypes,
             primaryType: "TransferWithAuthorization",
             message: { from: chain.treasury, to: getAddress(r.toAddress), value: r.amount, validAfter: 0n, validBefore, nonce }
           }))
@@ -119,7 +80,7 @@ export class Remainders extends Effect.Service<Remainders>()("remainders/Remaind
       Effect.gen(function* () {
         const writer = writers.on(chain.network)
         const now = yield* Clock.currentTimeMillis
-        const paid = outcome._tag === "Mined" ? paidBack(chain, chain.batcher, outcome.receipt, sent) : sent.map(() => false)
+        const paid = outcome._tag === "Mined" ? paidBack(chain, outcome.receipt, sent) : sent.map(() => false)
         // An item that failed because its authorization was used before (a transaction we never recorded) is paid there.
         const elsewhere = yield* Effect.forEach(sent, (r, i) =>
           paid[i] === true ? Effect.succeed(Option.none()) : authorizationPayment(chain, chain.treasury, r.authNonce as Hex, r.toAddress, r.amount).pipe(

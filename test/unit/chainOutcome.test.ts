@@ -4,6 +4,7 @@ import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { batchCalldata, batchGas, paidInBatch, type ReceiptLog, singleCalldata } from "../../services/payments/chainOutcome.js"
+import { paidBack } from "../../services/remainders/Remainders.js"
 
 type Address = `0x${string}`
 const token: Address = "0x1111111111111111111111111111111111111111"
@@ -48,6 +49,27 @@ describe("reading a batch's receipt per payment (paidInBatch)", () => {
       expect(paidInBatch(chain, batcher, { status: "success", logs }, [payment(alice, 1, 11n)])).toEqual([false])
     }
     expect(paidInBatch(chain, batcher, { status: "reverted", logs: paid(alice, 1, 0, 11n) }, [payment(alice, 1, 11n)])).toEqual([false])
+  })
+})
+
+describe("reading a receipt for the treasury's own authorizations (paidBack: metered remainders)", () => {
+  const back = (to: Address, n: number, amount: bigint) => ({ toAddress: to, authNonce: nonce(n), amount })
+  const sentBack = (to: Address, n: number, index: number, value: bigint) => [used(treasury, n), transfer(treasury, value, to), settled(treasury, n, index, true)]
+
+  it("pays a remainder when the treasury's authorization moved exactly its amount to its payer, batched or sent straight to the token", () => {
+    const logs = [...sentBack(alice, 1, 0, 5n), ...sentBack(bob, 2, 1, 7n)]
+    expect(paidBack(chain, { status: "success", logs, to: batcher }, [back(bob, 2, 7n), back(alice, 1, 5n)])).toEqual([true, true])
+    // Straight to the token: no batcher report to require.
+    expect(paidBack(chain, { status: "success", logs: [used(treasury, 3), transfer(treasury, 4n, alice)], to: token }, [back(alice, 3, 4n)])).toEqual([true])
+  })
+
+  it("is not fooled by a transfer the other way, to another payer, or a batch that did not report the item ok", () => {
+    const otherWay = [used(treasury, 1), transfer(alice, 5n, treasury), settled(treasury, 1, 0, true)]
+    const otherPayer = [used(treasury, 1), transfer(treasury, 5n, bob), settled(treasury, 1, 0, true)]
+    const notOk = [used(treasury, 1), transfer(treasury, 5n, alice), settled(treasury, 1, 0, false)]
+    for (const logs of [otherWay, otherPayer, notOk]) {
+      expect(paidBack(chain, { status: "success", logs, to: batcher }, [back(alice, 1, 5n)])).toEqual([false])
+    }
   })
 })
 
