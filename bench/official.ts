@@ -7,7 +7,8 @@
 // Settings (environment): BENCH_OFFICIAL_ROUNDS (2), BENCH_OFFICIAL_C1_REQUESTS (200), BENCH_OFFICIAL_C1_WARMUP (30),
 // BENCH_OFFICIAL_C32_REQUESTS (800), BENCH_OFFICIAL_C32_WARMUP (100), BENCH_OFFICIAL_PROBE (200: paid calls at c=32
 // against the facilitator with the package's own `createSigner`, which has no nonce manager; 0 skips it),
-// BENCH_OUTPUT (docs/performance.md).
+// BENCH_OFFICIAL_WEB_CONCURRENCY (1: the marketplace as `npm start` runs it; N > 1: WEB_CONCURRENCY=N, CPU and RSS of
+// the whole server process tree), BENCH_OUTPUT (docs/performance.md).
 import * as path from "node:path"
 import { cleanupAll, installSignalHandlers, onCleanup } from "./lib/children.js"
 import { scrapeMetrics, startWebhookReceiver, subscribeEverything } from "./lib/features.js"
@@ -19,7 +20,7 @@ import { ensureOfficialInstalled, startOfficial } from "./lib/official.js"
 import { type OfficialPhase, type OfficialReport, type Variant, writeOfficialSection } from "./lib/officialReport.js"
 import { BenchError, intEnv, log, PARAMS, postJson, ROOT } from "./lib/params.js"
 import { PoolWatchdog } from "./lib/pool-watchdog.js"
-import { memoryKb, RssSampler } from "./lib/proc.js"
+import { memoryKb, processTree, RssSampler } from "./lib/proc.js"
 import { type Infra, servingPid, startInfra, startMarketplace } from "./lib/servers.js"
 import { ChainSnapshot } from "./lib/snapshot.js"
 
@@ -29,7 +30,8 @@ const SETTINGS = {
     { concurrency: 1, warmup: intEnv("BENCH_OFFICIAL_C1_WARMUP", 30), requests: intEnv("BENCH_OFFICIAL_C1_REQUESTS", 200) },
     { concurrency: 32, warmup: intEnv("BENCH_OFFICIAL_C32_WARMUP", 100), requests: intEnv("BENCH_OFFICIAL_C32_REQUESTS", 800) }
   ],
-  probe: intEnv("BENCH_OFFICIAL_PROBE", 200)
+  probe: intEnv("BENCH_OFFICIAL_PROBE", 200),
+  webConcurrency: intEnv("BENCH_OFFICIAL_WEB_CONCURRENCY", 1)
 }
 
 const idleRss = (pid: number) => memoryKb(pid)?.rss ?? 0
@@ -37,11 +39,13 @@ const idleRss = (pid: number) => memoryKb(pid)?.rss ?? 0
 /** One marketplace phase (fresh service on the restored snapshot); `webhook`: a `*` subscription and /metrics scraped. */
 const marketplacePhase = async (infra: Infra, agentId: string, variant: Variant, level: (typeof SETTINGS.levels)[number], round: number, receiverUrl: string) => {
   const { concurrency, warmup, requests } = level
-  const server = await startMarketplace(infra, { name: `${variant} c=${concurrency} #${round}` })
+  const workers = SETTINGS.webConcurrency
+  const server = await startMarketplace(infra, { name: `${variant} c=${concurrency} #${round}`, webConcurrency: workers })
   try {
     const serverPid = servingPid(server)
-    const sampler = samplerFor(infra, serverPid, true)
-    const idleKb = idleRss(serverPid)
+    const tree = workers > 1
+    const sampler = samplerFor(infra, serverPid, true, tree)
+    const idleKb = tree ? processTree(serverPid).reduce((sum, pid) => sum + idleRss(pid), 0) : idleRss(serverPid)
     if (variant === "marketplace+webhook") await subscribeEverything(server.origin, agentId, 1, receiverUrl)
     const scraper = variant === "marketplace+webhook" ? scrapeMetrics(server.origin) : undefined
     const jobs = marketplaceJobs(agentId, await sign(warmup + requests), round * 100_000)
@@ -55,6 +59,7 @@ const marketplacePhase = async (infra: Infra, agentId: string, variant: Variant,
         jobs: jobs.slice(warmup),
         check: checkExecution,
         serverPid,
+        serverTree: tree,
         extraPids: { supervisor: server.child.pid },
         sampler,
         outputBytes: server.child.outputBytes,
