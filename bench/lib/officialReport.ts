@@ -24,7 +24,7 @@ export interface OfficialReport {
     readonly levels: ReadonlyArray<{ readonly concurrency: number; readonly warmup: number; readonly requests: number }>
     readonly probe: number
     /** WEB_CONCURRENCY of the marketplace phases (1: one server process, as `npm start` runs by default). */
-    readonly webConcurrency: number
+    readonly webConcurrency?: number
   }
   readonly phases: ReadonlyArray<OfficialPhase>
   readonly webhookDeliveries: number
@@ -102,7 +102,7 @@ export const renderOfficial = (r: OfficialReport): string => {
     `- **official**: \`x402-express\` ${r.versions.x402Express} \`paymentMiddleware\` (express ${r.versions.express}) on \`POST /execute\`, whose handler forwards the body to the same echo agent with \`fetch\`; the price is the marketplace's (11,000 atomic units of the devnet token, named as an ERC-20 amount with its EIP-712 domain). A local facilitator (express) answers \`/verify\` and \`/settle\` with \`verify\`/\`settle\` from \`x402\` ${r.versions.x402} (\`x402/facilitator\`, its zod schemas, its \`createConnectedClient\`), settling from dev account 0 like the marketplace. Both processes run the packages unmodified from npm (bench/official, installed on demand by the bench). Per paid call: verify (signature recovery + \`balanceOf\`), the handler, settle (verify again, then \`transferWithAuthorization\`, waiting for the receipt), then the answer with \`X-PAYMENT-RESPONSE\`.`,
     "- The package's `createSigner` is a viem wallet client **without a nonce manager**; the measured phases use the same client (same chain object, `http()`, `publicActions`) with viem's `nonceManager` on the account, the one change a facilitator needs to settle concurrently (see *createSigner as shipped* below). Its RPC is the devnet's: `createSigner` takes no URL, so the chain object it uses (viem's `baseSepolia`, id 84532 like the devnet) gets the devnet URL as its default RPC. Its receipt polling stays at viem's default for that chain (1 s; a receipt that is not there on the first read costs up to a second).",
     "- **marketplace**: as `npm run bench` starts it (the bundle, `DATABASE_URL` to the bench's embedded PostgreSQL, the same agent registered once and pinned to *premium*). *no webhook*: nothing subscribed; *`*` webhook + /metrics*: the agent's owner subscribes a `*` webhook to a loopback receiver and `/metrics` is scraped every 5 s, as in `npm run bench` (bench/lib/features.ts).",
-    ...(r.settings.webConcurrency > 1
+    ...((r.settings.webConcurrency ?? 1) > 1
       ? [`- **\`WEB_CONCURRENCY=${r.settings.webConcurrency}\`** for the marketplace phases: a primary and ${r.settings.webConcurrency} workers; its *server* CPU and RSS figures are the whole process tree's.`]
       : []),
     `- Every phase starts a fresh server on the same \`evm_snapshot\` (and database copy); order per concurrency: ${VARIANTS.join(", ")}, repeated ${r.settings.rounds} times, so drift hits every target. Closed loop with pre-signed X-PAYMENT headers (bench/lib/load.ts); ${r.settings.levels.map((l) => `c=${l.concurrency}: ${l.warmup} warm-up + ${l.requests} measured requests per phase`).join("; ")}. Any error fails the run. Summary rows are means over the rounds (peak RSS: the highest).`,
