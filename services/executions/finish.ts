@@ -10,6 +10,7 @@ import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { MachineHost } from "../../machines/Host.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import type { PlannedBudget, RootCall } from "../../src/domain/Funding.js"
+import { isMetered } from "../../src/domain/Pricing.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Payments, type Settlement } from "../payments/Payments.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
@@ -55,8 +56,9 @@ export const finish = Effect.gen(function* () {
       )
       const after = yield* UnitOfWork.transaction(sql)(
         Effect.gen(function* () {
-          // A metered call's charge for what it used, before the machine releases anything (metering.ts).
-          yield* metering.charge(call.requestId, outcome, settlement.outcome._tag === "Settled")
+          // A metered call's charge for what it used, before the machine releases anything (metering.ts). A flat-priced
+          // call was reserved without meter columns (meteredColumns), so there is nothing to read and charge.
+          if (isMetered(call.capability.pricing)) yield* metering.charge(call.requestId, outcome, settlement.outcome._tag === "Settled")
           yield* host.deliver("execution", call.requestId, outcome.event)
           yield* payments.recordIn(call.paymentId, settlement)
           return yield* steppedExecution(call.requestId)

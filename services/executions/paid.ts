@@ -9,7 +9,7 @@ import { AppConfig } from "../../layers/Config.js"
 import type { PaymentRejected } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
 import { startMachine } from "../../machines/step.js"
-import { Conflict, PaymentRequired, RateLimited } from "../../src/domain/Errors.js"
+import { Conflict, RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -34,9 +34,6 @@ import { Receipts } from "./Receipts.js"
 import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { requestHashOf, resending } from "./resend.js"
 import * as View from "./View.js"
-
-const isAlreadyUsed = (error: unknown): error is PaymentRequired =>
-  error instanceof PaymentRequired && error.details["reason"] === "payment_already_used"
 
 export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -72,13 +69,29 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
     })
 
-  return (req: ExecuteRequest, funding: X402Funding, ctx: ExecuteContext) =>
+  /**
+   * A repeat of an idempotent request, unless it is a re-send of that request's own header: answered as one, its
+   * rate-limit window given back (a re-send is no new request).
+   */
+  const orRepeat = <E>(req: ExecuteRequest, funding: X402Funding, giveBack: Effect.Effect<void, E>, existing: { readonly id: string; readonly requestHash: string }, requestHash: string, payment: PaymentUse) =>
+    Effect.flatMap(resend(req, funding), (again): Effect.Effect<ExecuteOutcome, Conflict | E> =>
+      Option.isSome(again) ? Effect.as(giveBack, again.value) : repeat(existing, requestHash, payment))
+
+  /**
+   * A re-send of a purchase this very header already made is answered from it, whatever changed since (the agent
+   * paused, its circuit open, the authorization now used on chain). It is looked up only when the way to a new
+   * reservation fails, the reservation's unique violation on the header included: a new purchase (every call but a
+   * re-send) pays no look-up. None: the failure stands.
+   */
+  const orResent = <A, E, R>(req: ExecuteRequest, funding: X402Funding, self: Effect.Effect<A, E, R>) =>
+    Effect.catchAll(sqlErrorsAsDefects(self), (error) =>
+      Effect.flatMap(resend(req, funding), Option.match({ onNone: () => Effect.fail(error), onSome: (answer): Effect.Effect<A | ExecuteOutcome, E> => Effect.succeed(answer) })))
+
+  /** Admit, fund and reserve: the answer of a re-send or a repeat, or the reserved call to run. */
+  const reserve = (req: ExecuteRequest, funding: X402Funding, ctx: ExecuteContext) =>
     Effect.gen(function* () {
-      // 1. Admit. A re-send of a purchase this very header already made is answered from it, whatever changed since
-      // (the agent paused, its circuit open); looked up beside the checks, which only a new purchase needs.
-      const [again, checked] = yield* Effect.all([resend(req, funding), Effect.either(check(req))], { concurrency: 2 })
-      if (Option.isSome(again)) return again.value
-      const { agent, capability, callbackUrl } = yield* checked
+      // 1. Admit.
+      const { agent, capability, callbackUrl } = yield* check(req)
       // A metered capability's payment authorises its maximum (src/domain/Pricing.ts); a dynamic one's quote first. A
       // chain's root buys a budget, and a chain's calls keep flat pricing (basePrice per call): metering is for calls
       // paid on their own.
@@ -124,7 +137,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
       if (idempotencyKey !== undefined) {
         const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
-        if (Option.isSome(existing)) return yield* repeat(existing.value, requestHash, payment)
+        if (Option.isSome(existing)) return yield* orRepeat(req, funding, giveBack, existing.value, requestHash, payment)
       }
 
       // 3. Reserve. Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the
@@ -186,16 +199,24 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
           if (overLimit !== undefined) return Effect.fail(overLimit)
           return isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
             ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
-              Option.isSome(existing) ? repeat(existing.value, requestHash, payment) : Effect.die(error))
+              Option.isSome(existing) ? orRepeat(req, funding, giveBack, existing.value, requestHash, payment) : Effect.die(error))
             : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))
         }),
         Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
       )
       if ("_tag" in created) return created
+      return { _tag: "Reserved", requestId, paymentId: created.paymentId, verified, priced, agent, capability, callbackUrl, chain, root, payment } as const
+    })
+
+  return (req: ExecuteRequest, funding: X402Funding, ctx: ExecuteContext) =>
+    Effect.gen(function* () {
+      const reserved = yield* orResent(req, funding, reserve(req, funding, ctx))
+      if (reserved._tag !== "Reserved") return reserved
+      const { requestId, verified, priced, agent, capability, callbackUrl, chain, root, payment } = reserved
 
       // 4. Run and record: settlement and the agent call at the same time, recorded together (finish.ts); a chain's
       // root settles first, then its agent is called with its token.
-      const call = { requestId, paymentId: created.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input }
+      const call = { requestId, paymentId: reserved.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input }
       const work = Option.match(chain, {
         onSome: (plan) => Effect.as(settleBudget(plan, call, root), Option.none<ExecutionRow>()),
         onNone: () => finishPaid(call)
@@ -225,9 +246,6 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const answered = Option.isNone(chain) ? view : { ...view, transactionId: row.transactionId, chain: yield* chain.value.info(root) }
       return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
     }).pipe(
-      // Lost the race to its own twin (the same header sent twice at once), or the twin was recorded meanwhile.
-      Effect.catchIf(isAlreadyUsed, (used) =>
-        Effect.flatMap(resend(req, funding), Option.match({ onNone: () => Effect.fail(used), onSome: Effect.succeed }))),
       sqlErrorsAsDefects,
       withSpan("Executions.execute")
     )

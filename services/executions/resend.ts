@@ -1,5 +1,7 @@
 // A paid execution sent again with the very same payment header (a client that lost the answer): the purchase that
-// header already made, answered from its row (result or current status), never verified, reserved or charged again.
+// header already made, answered from its row (result or current status), never reserved or charged again. Looked up
+// only once the way to a new reservation failed (paid.ts): a refused verification, a failed check, or the
+// reservation's unique violation on the header.
 import { Effect, Either, Option } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { type PresentedPayment, paymentIdentifierOfCredential } from "../../layers/x402/credential.js"
