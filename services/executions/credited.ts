@@ -4,7 +4,7 @@
 // spending limits, a settled credit payment row, the execution, the escrow held from the credit, payment.received), run
 // (the agent), record (one transaction: the metered charge, the remainder back to the credit, the machine) and answer.
 import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Fiber, Option, type Scope } from "effect"
+import { Clock, Effect, Option, type Scope } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { Chain } from "../../layers/Chain.js"
 import { executionMachine } from "../../machines/execution.js"
@@ -29,6 +29,7 @@ import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { AgentCall } from "./AgentCall.js"
 import { executionStatements } from "./create.js"
+import { answering } from "./answer.js"
 import type { Timing } from "./deadline.js"
 import { steppedExecution } from "./executionSpec.js"
 import { meteredColumns, Metering } from "./metering.js"
@@ -44,6 +45,7 @@ import * as View from "./View.js"
 export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* AppConfig
+  const answer = answering(scope, timing, config.publicBaseUrl)
   const chain = yield* Chain
   const paywall = yield* Paywall
   const spends = yield* CreditSpends
@@ -178,28 +180,26 @@ export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(func
 
       // 4. Run and record: the agent, then one transaction with the metered charge (its remainder back to the credit)
       // and the machine's step (release, or the price back to the credit on failure).
-      const work = Effect.gen(function* () {
-        const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability)
-        const after = yield* UnitOfWork.transaction(sql)(Effect.gen(function* () {
-          yield* metering.charge(requestId, outcome, true)
-          yield* host.deliver("execution", requestId, outcome.event)
-          return yield* steppedExecution(requestId)
-        }))
-        yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-        return after
-      }).pipe(Effect.catchAllCause((cause) =>
-        Effect.as(Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause), Option.none<ExecutionRow>())))
-      const fiber = yield* Effect.forkIn(work, scope)
-
-      // 5. Answer.
-      const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
-      if (ctx.async || callbackUrl !== undefined) {
-        return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
-      }
-      const joined = yield* Fiber.join(fiber).pipe(Effect.timeout(Duration.millis(timing.answerWithinMs)), Effect.option)
-      if (Option.isNone(joined)) return { _tag: "Accepted", requestId, jobId: undefined, statusUrl, payment } satisfies ExecuteOutcome
-      // Read back: the metered columns and the payment's purpose are the stored row's.
-      const row = Option.getOrThrow(yield* load(requestId))
-      return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+      return yield* answer({
+        requestId,
+        async: ctx.async,
+        callback: callbackUrl !== undefined,
+        payment,
+        work: Effect.gen(function* () {
+          const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability)
+          const after = yield* UnitOfWork.transaction(sql)(Effect.gen(function* () {
+            yield* metering.charge(requestId, outcome, true)
+            yield* host.deliver("execution", requestId, outcome.event)
+            return yield* steppedExecution(requestId)
+          }))
+          yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
+          return after
+        }),
+        // Read back: the metered columns and the payment's purpose are the stored row's.
+        done: () => Effect.gen(function* () {
+          const row = Option.getOrThrow(yield* load(requestId))
+          return { _tag: "Done", view: View.forClient(row, true), payment: { ...payment, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+        })
+      })
     }).pipe(sqlErrorsAsDefects, Effect.withSpan("Executions.credited"))
 })

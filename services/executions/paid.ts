@@ -4,7 +4,7 @@
 // transaction: the machine and the settlement) and answer.
 import { SqlClient } from "@effect/sql"
 import { withSpan } from "../../layers/observability/span.js"
-import { Clock, Duration, Effect, Fiber, Option, type Scope } from "effect"
+import { Clock, Effect, Option, type Scope } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import type { PaymentRejected } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
@@ -23,6 +23,7 @@ import { Paywall } from "../payments/Paywall.js"
 import { batch } from "../sql/Batch.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { executionStatements, idempotencyKeyOf } from "./create.js"
+import { answering } from "./answer.js"
 import type { Timing } from "./deadline.js"
 import { finish, settleFirst } from "./finish.js"
 import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
@@ -50,6 +51,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
   const resend = yield* resending
   const finishPaid = yield* finish
   const settleBudget = yield* settleFirst
+  const answer = answering(scope, timing, config.publicBaseUrl)
   const quotes = yield* Quotes
 
   const load = (id: string) => repo.find(id).pipe(Effect.orDie)
@@ -215,36 +217,26 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const { requestId, verified, priced, agent, capability, callbackUrl, chain, root, payment } = reserved
 
       // 4. Run and record: settlement and the agent call at the same time, recorded together (finish.ts); a chain's
-      // root settles first, then its agent is called with its token.
+      // root settles first, then its agent is called with its token. 5. Answer (answer.ts).
       const call = { requestId, paymentId: reserved.paymentId, payment: verified, requirements: priced.accepts[0]!, agent, capability, input: req.input }
-      const work = Option.match(chain, {
-        onSome: (plan) => Effect.as(settleBudget(plan, call, root), Option.none<ExecutionRow>()),
-        onNone: () => finishPaid(call)
-      }).pipe(Effect.catchAllCause((cause) =>
-        Effect.as(Effect.logError(`execution ${requestId}: background work failed; workers will finish it`, cause), Option.none<ExecutionRow>())))
-      // Work started by a request outlives it (a client hanging up must not abandon a paid execution).
-      const fiber = yield* Effect.forkIn(work, scope)
-
-      // 5. Answer.
-      const statusUrl = `${config.publicBaseUrl}/api/v1/execute/${requestId}`
-      if (ctx.async || callbackUrl !== undefined) {
-        return { _tag: "Accepted", requestId, jobId: ctx.async ? requestId : undefined, statusUrl, payment } satisfies ExecuteOutcome
-      }
-      // One deadline for the whole paid call after its payment was accepted (agent and settlement together): past
-      // it the client gets the job's status URL, as an async call would, and the work goes on (a slow chain, a
-      // flaky provider). Interrupting the join leaves the forked work running.
-      const joined = yield* Fiber.join(fiber).pipe(Effect.timeout(Duration.millis(timing.answerWithinMs)), Effect.option)
-      if (Option.isNone(joined)) {
-        yield* Effect.logWarning("paid call past its deadline: answered with its status URL, the work goes on", { requestId, deadlineMs: timing.answerWithinMs })
-        return { _tag: "Accepted", requestId, jobId: undefined, statusUrl, payment } satisfies ExecuteOutcome
-      }
-      // The row as the final transaction left it when it settled the payment; otherwise read back.
-      const finished = joined.value
-      const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
-      const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
-      const view = View.forClient(row, true)
-      const answered = Option.isNone(chain) ? view : { ...view, transactionId: row.transactionId, chain: yield* chain.value.info(root) }
-      return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+      return yield* answer({
+        requestId,
+        async: ctx.async,
+        callback: callbackUrl !== undefined,
+        payment,
+        work: Option.match(chain, {
+          onSome: (plan) => Effect.as(settleBudget(plan, call, root), Option.none<ExecutionRow>()),
+          onNone: () => finishPaid(call)
+        }),
+        // The row as the final transaction left it when it settled the payment; otherwise read back.
+        done: (finished) => Effect.gen(function* () {
+          const row = Option.isSome(finished) ? finished.value : Option.getOrThrow(yield* load(requestId))
+          const settledHash = row.settlementState === "settled" ? row.settlementTxHash : null
+          const view = View.forClient(row, true)
+          const answered = Option.isNone(chain) ? view : { ...view, transactionId: row.transactionId, chain: yield* chain.value.info(root) }
+          return { _tag: "Done", view: answered, payment: { ...payment, settlementTxHash: settledHash, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+        })
+      })
     }).pipe(
       sqlErrorsAsDefects,
       withSpan("Executions.execute")
