@@ -3,6 +3,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
 import { withSpan } from "../../layers/observability/span.js"
+import { RateLimited } from "../../src/domain/Errors.js"
 
 /** What is left in both windows, as X-RateLimit-Agent-Remaining and X-RateLimit-Client-Remaining say. */
 export interface Remaining {
@@ -136,12 +137,32 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
                     OR (key NOT LIKE ${`${LOGIN_PREFIX}%`} AND window_start < ${new Date(now - 2 * windowMs)})`
     })
 
+    const limits = { windowSeconds, agentLimit, clientLimit, loginMaxFailures, loginWindowSeconds }
+
+    /**
+     * One paid request against both windows, keyed on its verified payer: over either, the unit goes back and the
+     * request is refused with nothing `spent`. Otherwise the give-back, for a refusal further on.
+     */
+    const admit = (agentId: string, client: string, seen: LimitsSeen | undefined, spent: "charged" | "reserved") =>
+      Effect.gen(function* () {
+        const window = yield* consume(agentId, client, seen)
+        const giveBack = release(agentId, client, seen)
+        if (!window.exceeded) return giveBack
+        yield* giveBack
+        return yield* new RateLimited({
+          code: "RATE_LIMITED",
+          message: `too many requests in the current window; nothing was ${spent}`,
+          details: { retryAfterSeconds: window.resetSeconds, ...limits }
+        })
+      })
+
     return {
       consume,
       release,
+      admit,
       loginAttempt,
       prune,
-      limits: { windowSeconds, agentLimit, clientLimit, loginMaxFailures, loginWindowSeconds }
+      limits
     } as const
   })
 }) {}

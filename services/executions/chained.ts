@@ -10,7 +10,7 @@ import { sha256 } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
 import { MachineHost } from "../../machines/Host.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
-import { Conflict, RateLimited } from "../../src/domain/Errors.js"
+import { Conflict } from "../../src/domain/Errors.js"
 import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.js"
 import type { CallContext, ChainBudgetFunding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
@@ -65,15 +65,7 @@ export const chaining = (timing: Timing) => Effect.gen(function* () {
 
       // 2. Fund: sub-calls count against the paying client's window (the chain's payer), like its own calls (a repeat
       // of an idempotent sub-call too, as a paid repeat is).
-      const window = yield* rateLimits.consume(agent.id, payer, limits).pipe(Effect.orDie)
-      if (window.exceeded) {
-        yield* rateLimits.release(agent.id, payer, limits).pipe(Effect.orDie)
-        return yield* new RateLimited({
-          code: "RATE_LIMITED",
-          message: "too many requests in the current window; nothing was reserved",
-          details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
-        })
-      }
+      yield* rateLimits.admit(agent.id, payer, limits, "reserved")
       if (req.idempotencyKey !== undefined) {
         const existing = yield* executions.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie)
         if (Option.isSome(existing)) return yield* repeat(existing.value)

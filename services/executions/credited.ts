@@ -10,7 +10,7 @@ import { Chain } from "../../layers/Chain.js"
 import { executionMachine } from "../../machines/execution.js"
 import { MachineHost } from "../../machines/Host.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
-import { Conflict, PaymentRequired, RateLimited } from "../../src/domain/Errors.js"
+import { Conflict, PaymentRequired } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { CreditFunding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
@@ -82,16 +82,7 @@ export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(func
       // 2. Fund: the signed spend for this very call (agent, capability, input, at most maxAmount, before validBefore).
       const spend = yield* spends.verify(funding.header, { agentId: agent.id, capabilityId: capability.id, input: req.input, price }).pipe(Effect.mapError(refuse))
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
-      const window = yield* rateLimits.consume(agent.id, spend.payer, ctx.limits)
-      const giveBack = rateLimits.release(agent.id, spend.payer, ctx.limits)
-      if (window.exceeded) {
-        yield* giveBack
-        return yield* new RateLimited({
-          code: "RATE_LIMITED",
-          message: "too many requests in the current window; nothing was charged",
-          details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
-        })
-      }
+      const giveBack = yield* rateLimits.admit(agent.id, spend.payer, ctx.limits, "charged")
       const payment: PaymentUse = { header: funding.header.trim(), version: 2, payer: spend.payer, network: paywall.caip2, settlementTxHash: null, receipt: null, funding: "credit" }
       const requestHash = requestHashOf(req, Option.none())
       const repeat = (existing: { readonly id: string; readonly requestHash: string }) =>

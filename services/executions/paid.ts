@@ -9,7 +9,7 @@ import { AppConfig } from "../../layers/Config.js"
 import type { PaymentRejected } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
 import { startMachine } from "../../machines/step.js"
-import { Conflict, RateLimited } from "../../src/domain/Errors.js"
+import { Conflict } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -117,16 +117,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       // The payment is verified, not settled: a refused callback host charges nothing.
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
       // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
-      const window = yield* rateLimits.consume(agent.id, verified.payer, ctx.limits)
-      const giveBack = rateLimits.release(agent.id, verified.payer, ctx.limits)
-      if (window.exceeded) {
-        yield* giveBack
-        return yield* new RateLimited({
-          code: "RATE_LIMITED",
-          message: "too many requests in the current window; nothing was charged",
-          details: { retryAfterSeconds: window.resetSeconds, ...rateLimits.limits }
-        })
-      }
+      const giveBack = yield* rateLimits.admit(agent.id, verified.payer, ctx.limits, "charged")
       const payment: PaymentUse = {
         header: presentation.handle,
         version: presentation.version,
