@@ -6,12 +6,16 @@
 //   2. c=32: CPU per paid call of the service and of PostgreSQL (utime+stime from /proc over the measured calls);
 //   3. c=1 through the counting proxies: PostgreSQL statements, round trips and transactions per paid call (background
 //      work included) and chain calls;
-//   4. c=32 from the sources under `node --cpu-prof`: the top 15 functions by self time and the areas.
+//   4. c=32 from the sources under `node --cpu-prof`: the top 15 functions by self time and the areas;
+//   5. c=1 latency, no proxies: p50/p99 of BENCH_LEVERS_LATENCY calls (200) after 20 warm-up calls, and CPU per call
+//      (service, PostgreSQL, anvil); with BENCH_LEVERS_LATENCY_PROFILE=1 a second c=1 run from the sources under
+//      `node --cpu-prof` (kept in BENCH_KEEP_PROFILES as <label>-c1.cpuprofile).
 // Writes JSON (BENCH_LEVERS_OUT, default bench/levers/<label>.json) and prints a summary; BENCH_LEVERS_LABEL names the run.
 // Settings: BENCH_LEVERS_REQUESTS (600 at c=32), BENCH_LEVERS_COUNTED (100 at c=1), BENCH_LEVERS_PROFILE (1: run step 4),
 // BENCH_LEVERS_WEBHOOK (0: a `*` webhook subscribed in every phase when 1), BENCH_LEVERS_DOC (1: write the `levers`
 // section of docs/performance.md, this run against bench/levers/before.json: bench/lib/leversReport.ts), BENCH_KEEP_PROFILES (a directory to keep the
-// .cpuprofile in). About a minute on 2 cores.
+// .cpuprofile in), BENCH_LEVERS_STEPS (which steps run, default "cpu,counted,profile,latency": an A/B of the c=1 latency
+// alone is BENCH_LEVERS_STEPS=latency). About a minute and a half on 2 cores.
 import { copyFile, mkdir, readdir, writeFile } from "node:fs/promises"
 import * as path from "node:path"
 import { cleanupAll, installSignalHandlers, onCleanup } from "./lib/children.js"
@@ -32,6 +36,9 @@ const requests = intEnv("BENCH_LEVERS_REQUESTS", 600)
 const counted = intEnv("BENCH_LEVERS_COUNTED", 100)
 const profile = intEnv("BENCH_LEVERS_PROFILE", 1) === 1
 const webhook = intEnv("BENCH_LEVERS_WEBHOOK", 0) === 1
+const latencyCalls = intEnv("BENCH_LEVERS_LATENCY", 200)
+const latencyProfile = intEnv("BENCH_LEVERS_LATENCY_PROFILE", 0) === 1
+const steps = new Set((process.env["BENCH_LEVERS_STEPS"] ?? "cpu,counted,profile,latency").split(",").map((x) => x.trim()))
 /** BENCH_LEVERS_ENV="A=1,B=2": more environment for the service (A/B runs of a switch). */
 const env = Object.fromEntries((process.env["BENCH_LEVERS_ENV"] ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]))
 /** BENCH_LEVERS_NODE_ARGS="--flag=1 --other": Node options for the service (as `npm start`'s own). */
@@ -111,6 +118,57 @@ const countedRun = async (infra: Infra, agentId: string, receiverUrl: string) =>
   }
 }
 
+const quantile = (sorted: Float64Array, q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
+
+/** c=1 without proxies: what a lone caller waits (p50/p99) and what each call costs in CPU; optionally profiled. */
+const latencyRun = async (infra: Infra, agentId: string, receiverUrl: string, profiled: boolean) => {
+  const dir = path.join(infra.tmp, `profile-c1-${Date.now()}`)
+  const server = await startMarketplace(infra, {
+    name: profiled ? "marketplace (c=1, profiled)" : "marketplace (c=1)",
+    env,
+    ...(profiled ? { nodeArgs: [...nodeArgs, "--cpu-prof", `--cpu-prof-dir=${dir}`], fromSource: true } : { nodeArgs })
+  })
+  let window = { fromUs: 0, toUs: 0 }
+  try {
+    if (webhook) await subscribeEverything(server.origin, agentId, 1, receiverUrl)
+    const pid = profiled ? server.child.pid : servingPid(server)
+    const jobs = marketplaceJobs(agentId, await sign(20 + latencyCalls), 0)
+    const common = { origin: server.origin, path: "/api/v1/execute", concurrency: 1, check: checkExecution }
+    await runClosedLoop({ ...common, jobs: jobs.slice(0, 20) })
+    await sleep(300)
+    const pg = postmasterPid(infra.pgDir)
+    const before = { server: cpuMs(pid), postgres: treeCpuMs(pg), anvil: cpuMs(infra.anvilPid) }
+    const fromUs = Number(process.hrtime.bigint() / 1000n)
+    const run = await runClosedLoop({ ...common, jobs: jobs.slice(20) })
+    window = { fromUs, toUs: Number(process.hrtime.bigint() / 1000n) }
+    const after = { server: cpuMs(pid), postgres: treeCpuMs(pg), anvil: cpuMs(infra.anvilPid) }
+    if (run.errors > 0) throw new BenchError(`c=1 run: ${run.errorSamples.join("\n")}`)
+    const sorted = Float64Array.from(run.latenciesMs).sort()
+    const per = (k: keyof typeof before) => (after[k] - before[k]) / run.requests
+    if (profiled) await server.child.stop(20_000)
+    const result = {
+      calls: run.requests,
+      p50Ms: quantile(sorted, 0.5),
+      p90Ms: quantile(sorted, 0.9),
+      p99Ms: quantile(sorted, 0.99),
+      meanMs: sorted.reduce((a, b) => a + b, 0) / sorted.length,
+      cpuMsPerCall: { server: per("server"), postgres: per("postgres"), anvil: per("anvil") }
+    }
+    return result
+  } finally {
+    await server.child.stop()
+    const keep = process.env["BENCH_KEEP_PROFILES"]
+    if (profiled && keep !== undefined && keep !== "") {
+      const file = (await readdir(dir).catch(() => [])).find((f) => f.endsWith(".cpuprofile"))
+      if (file !== undefined) {
+        await mkdir(keep, { recursive: true })
+        await copyFile(path.join(dir, file), path.join(keep, `${label}-c1.cpuprofile`))
+        await writeFile(path.join(keep, `${label}-c1.window.json`), JSON.stringify(window))
+      }
+    }
+  }
+}
+
 const profileRun = async (infra: Infra, agentId: string, receiverUrl: string) => {
   const dir = path.join(infra.tmp, `profile-${Date.now()}`)
   const server = await startMarketplace(infra, { name: "marketplace (profiled)", nodeArgs: [...nodeArgs, "--cpu-prof", `--cpu-prof-dir=${dir}`], fromSource: true, env })
@@ -162,18 +220,20 @@ const main = async () => {
   const start = await ChainSnapshot.take(infra.rpcUrl, infra)
   const load = () => execSync("cat /proc/loadavg").toString().trim()
   const result: Record<string, unknown> = { label, env, nodeArgs, commit: execSync("git rev-parse --short HEAD").toString().trim(), webhook, loadAtStart: load() }
-  log(`levers [${label}]: cpu run (c=32, ${requests} calls)`)
-  result["cpu"] = await cpuRun(infra, agentId, receiver.url)
-  log(JSON.stringify(result["cpu"]))
-  await start.restore()
-  if (counted > 0) {
+  if (steps.has("cpu")) {
+    log(`levers [${label}]: cpu run (c=32, ${requests} calls)`)
+    result["cpu"] = await cpuRun(infra, agentId, receiver.url)
+    log(JSON.stringify(result["cpu"]))
+    await start.restore()
+  }
+  if (counted > 0 && steps.has("counted")) {
     log(`levers [${label}]: counted run (c=1, ${counted} calls)`)
     result["counted"] = await countedRun(infra, agentId, receiver.url)
     const c = result["counted"] as Awaited<ReturnType<typeof countedRun>>
     log(`  pg: ${c.pg.statements.toFixed(2)} statements, ${c.pg.roundTrips.toFixed(2)} round trips, ${c.pg.transactions.toFixed(2)} transactions per call; rpc ${c.rpc.calls.toFixed(2)}`)
     await start.restore()
   }
-  if (profile) {
+  if (profile && steps.has("profile")) {
     log(`levers [${label}]: profiled run (c=32, 400 calls, from the sources)`)
     result["profile"] = await profileRun(infra, agentId, receiver.url)
     const p = result["profile"] as Awaited<ReturnType<typeof profileRun>>
@@ -181,6 +241,18 @@ const main = async () => {
     for (const f of p.top15) log(`    ${f.msPerCall.toFixed(2)} ms ${f.pct.toFixed(1)}% ${f.name}`)
     for (const f of p.areas) log(`    area ${f.msPerCall.toFixed(2)} ms ${f.pct.toFixed(1)}% ${f.name}`)
     await start.restore()
+  }
+  if (latencyCalls > 0 && steps.has("latency")) {
+    log(`levers [${label}]: c=1 latency (${latencyCalls} calls, no proxies)`)
+    result["latency"] = await latencyRun(infra, agentId, receiver.url, false)
+    log(`  c=1 ${JSON.stringify(result["latency"])}`)
+    await start.restore()
+    if (latencyProfile) {
+      log(`levers [${label}]: c=1 profiled (${latencyCalls} calls, from the sources)`)
+      result["latencyProfiled"] = await latencyRun(infra, agentId, receiver.url, true)
+      log(`  c=1 profiled ${JSON.stringify(result["latencyProfiled"])}`)
+      await start.restore()
+    }
   }
   result["loadAtEnd"] = load()
   result["seconds"] = (Date.now() - started) / 1000

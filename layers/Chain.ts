@@ -17,6 +17,7 @@ import {
 import { privateKeyToAccount } from "viem/accounts"
 import { jsonRpc } from "viem/nonce"
 import { AppConfig } from "./Config.js"
+import { treasuryAccount } from "./nativeAccount.js"
 import { readConfirmations } from "./confirmations.js"
 import { DEV_PRIVATE_KEYS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, DEVNET_USDC_ADDRESS, devnetChain, startDevnet } from "./devnet/anvil.js"
 import { usdcAbi } from "./devnet/usdcAbi.js"
@@ -161,7 +162,7 @@ export const connectChain = (options: {
     const signer = Option.map(options.signerKey, (key) => {
       // The nonce manager hands out signer nonces locally, so concurrent settlements do not collide.
       // One per connection: viem's shared manager would remember nonces of a previous chain in this process.
-      const account = privateKeyToAccount(key, { nonceManager: createNonceManager({ source: jsonRpc() }) })
+      const account = treasuryAccount(key, { nonceManager: createNonceManager({ source: jsonRpc() }) })
       const walletClient = createWalletClient({ account, chain, transport, pollingInterval })
       return { account, walletClient }
     })
