@@ -3,7 +3,7 @@
 // touched (recipient, amount, validity window, EIP-3009 signature: local ECDSA first, a smart account's on the chain),
 // then the chain (authorization unused, funds).
 import { Clock, Effect, Either } from "effect"
-import { getAddress, type Hex, isAddressEqual } from "viem"
+import { decodeFunctionResult, encodeFunctionData, getAddress, type Hex, isAddressEqual, isHex } from "viem"
 import type { AppConfigShape } from "../Config.js"
 import type { ChainShape } from "../Chain.js"
 import { transferWithAuthorizationTypes, usdcAbi } from "../devnet/usdcAbi.js"
@@ -12,6 +12,7 @@ import { decodePaymentHeader } from "./header.js"
 import { type ExactEvmPayload, PaymentRejected, type Presentation, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
 import { paymentIdentifierOf } from "./paymentIdentifier.js"
 import { signedByKey } from "./recover.js"
+import { BatchRefused } from "../rpcBatch.js"
 import { type SmartAccountConfig, verifySmartAccountSignature } from "./smartAccount.js"
 import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
 import { withSpan } from "../observability/span.js"
@@ -87,6 +88,40 @@ export const makeVerify = (
       return { exact: payload.payload, network: caip2, paymentIdentifier: paymentIdentifier.right }
     })
 
+  /** Through viem, one request per read: where the provider takes no batches (or CHAIN_READ_BATCH=0). */
+  const tokenStateByViem = (payer: `0x${string}`, nonce: Hex) =>
+    Promise.all([
+      publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] }),
+      publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [payer] })
+    ])
+
+  let batches = process.env["CHAIN_READ_BATCH"] !== "0"
+  /**
+   * Whether the authorization was used, and the payer's balance: both reads as one JSON-RPC batch in one request
+   * (layers/rpcBatch.ts); a provider that refuses batches is read through viem from then on.
+   */
+  const tokenState = async (payer: `0x${string}`, nonce: Hex): Promise<readonly [boolean, bigint]> => {
+    if (!batches) return tokenStateByViem(payer, nonce)
+    const call = (data: Hex) => ({ method: "eth_call", params: [{ to: chain.usdc.address, data }, "latest"] })
+    let results: ReadonlyArray<unknown>
+    try {
+      results = await chain.rpcBatch([
+        call(encodeFunctionData({ abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] })),
+        call(encodeFunctionData({ abi: usdcAbi, functionName: "balanceOf", args: [payer] }))
+      ])
+    } catch (error) {
+      if (!(error instanceof BatchRefused)) throw error
+      batches = false
+      return tokenStateByViem(payer, nonce)
+    }
+    const [usedData, balanceData] = results
+    if (!isHex(usedData) || !isHex(balanceData)) throw new Error("eth_call answered no data")
+    return [
+      decodeFunctionResult({ abi: usdcAbi, functionName: "authorizationState", data: usedData }),
+      decodeFunctionResult({ abi: usdcAbi, functionName: "balanceOf", data: balanceData })
+    ] as const
+  }
+
   /** What both versions share: the authorization itself against the price, the clock, the signature and the chain. */
   const checkAuthorization = (exact: ExactEvmPayload, amount: bigint, headerSha256: string) =>
     Effect.gen(function* () {
@@ -130,12 +165,7 @@ export const makeVerify = (
       // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
       const byKey = yield* Effect.promise(() => signedByKey(typedData, payer, signature))
       if (!byKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
-      const [used, balance] = yield* Effect.tryPromise(() =>
-        Promise.all([
-          publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [payer, nonce] }),
-          publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [payer] })
-        ])
-      ).pipe(
+      const [used, balance] = yield* Effect.tryPromise(() => tokenState(payer, nonce)).pipe(
         Effect.mapError(() =>
           new PaymentRejected({ reason: "unexpected_verify_error", message: "the chain could not be queried; try again", details: { retryable: true } })
         )
