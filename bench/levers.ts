@@ -107,7 +107,7 @@ const countedRun = async (infra: Infra, agentId: string, receiverUrl: string) =>
         waitMs: s.waitMs / n,
         byStatement: [...s.byStatement.entries()].sort((a, b) => b[1].count - a[1].count).slice(0, 30).map(([k, c]) => ({ statement: k, perCall: c.count / n, meanMs: c.totalMs / c.count }))
       },
-      rpc: { calls: r.calls / n, byMethod: [...r.byMethod.entries()].map(([k, c]) => ({ method: k, perCall: c.count / n })) }
+      rpc: { calls: r.calls / n, httpRequests: r.requests / n, byMethod: [...r.byMethod.entries()].map(([k, c]) => ({ method: k, perCall: c.count / n })) }
     }
   } finally {
     await server.child.stop()
@@ -230,7 +230,7 @@ const main = async () => {
     log(`levers [${label}]: counted run (c=1, ${counted} calls)`)
     result["counted"] = await countedRun(infra, agentId, receiver.url)
     const c = result["counted"] as Awaited<ReturnType<typeof countedRun>>
-    log(`  pg: ${c.pg.statements.toFixed(2)} statements, ${c.pg.roundTrips.toFixed(2)} round trips, ${c.pg.transactions.toFixed(2)} transactions per call; rpc ${c.rpc.calls.toFixed(2)}`)
+    log(`  pg: ${c.pg.statements.toFixed(2)} statements, ${c.pg.roundTrips.toFixed(2)} round trips, ${c.pg.transactions.toFixed(2)} transactions per call; rpc ${c.rpc.calls.toFixed(2)} calls in ${c.rpc.httpRequests.toFixed(2)} HTTP requests`)
     await start.restore()
   }
   if (profile && steps.has("profile")) {

@@ -167,6 +167,8 @@ export const startPgProxy = async (upstreamHost: string, upstreamPort: number): 
 
 export interface RpcStats {
   calls: number
+  /** HTTP requests (a JSON-RPC batch is one request of several calls). */
+  requests: number
   /** Summed time of the HTTP exchanges with the node (a batch counts once here). */
   waitMs: number
   readonly byMethod: Map<string, Counter>
@@ -174,7 +176,7 @@ export interface RpcStats {
 
 /** An HTTP proxy to a JSON-RPC endpoint that counts calls per method. */
 export const startRpcProxy = async (upstream: string): Promise<CountingProxy<RpcStats>> => {
-  const fresh = (): RpcStats => ({ calls: 0, waitMs: 0, byMethod: new Map() })
+  const fresh = (): RpcStats => ({ calls: 0, requests: 0, waitMs: 0, byMethod: new Map() })
   let stats = fresh()
   const target = new URL(upstream)
   const pool = new Pool(target.origin, { connections: 256, pipelining: 1 })
@@ -199,6 +201,7 @@ export const startRpcProxy = async (upstream: string): Promise<CountingProxy<Rpc
           const text = await response.body.text()
           const ms = performance.now() - started
           stats.calls += methods.length
+          stats.requests += 1
           stats.waitMs += ms
           for (const m of methods) bump(stats.byMethod, m, ms)
           res.writeHead(response.statusCode, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })

@@ -3,7 +3,7 @@
 // touched (recipient, amount, validity window, EIP-3009 signature: local ECDSA first, a smart account's on the chain),
 // then the chain (authorization unused, funds).
 import { Clock, Effect, Either } from "effect"
-import { decodeFunctionResult, encodeFunctionData, getAddress, type Hex, isAddressEqual, isHex } from "viem"
+import { decodeFunctionResult, encodeFunctionData, domainSeparator, getAddress, type Hex, isAddressEqual, isHex } from "viem"
 import type { AppConfigShape } from "../Config.js"
 import type { ChainShape } from "../Chain.js"
 import { transferWithAuthorizationTypes, usdcAbi } from "../devnet/usdcAbi.js"
@@ -11,7 +11,7 @@ import type { PaymentCredential } from "./credential.js"
 import { decodePaymentHeader } from "./header.js"
 import { type ExactEvmPayload, PaymentRejected, type Presentation, type RejectionReason, sha256, type VerifiedPayment } from "./payment.js"
 import { paymentIdentifierOf } from "./paymentIdentifier.js"
-import { signedByKey } from "./recover.js"
+import { signedByKey, transferAuthorizationDigest } from "./recover.js"
 import { BatchRefused } from "../rpcBatch.js"
 import { type SmartAccountConfig, verifySmartAccountSignature } from "./smartAccount.js"
 import { caip2Of, decodePaymentSignatureHeader } from "./v2.js"
@@ -37,6 +37,12 @@ export const makeVerify = (
     chainId: chain.chainId,
     verifyingContract: chain.usdc.address
   } as const
+
+  const separator = domainSeparator({ domain })
+  /** The authorization's EIP-712 digest, written out (recover.ts); viem's generic path when X402_FAST_DIGEST=0. */
+  const digestOf = process.env["X402_FAST_DIGEST"] === "0"
+    ? () => undefined
+    : (message: Parameters<typeof transferAuthorizationDigest>[1]) => transferAuthorizationDigest(separator, message)
 
   const reject = (reason: RejectionReason, message: string, details?: Record<string, unknown>) =>
     Effect.fail(new PaymentRejected({ reason, message, ...(details === undefined ? {} : { details }) }))
@@ -163,7 +169,7 @@ export const makeVerify = (
       const typedData = { domain, types: transferWithAuthorizationTypes, primaryType: "TransferWithAuthorization", message } as const
       // The payer's own key: checked here, no chain call (a plain-key payment costs nothing more). Anything else may be
       // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
-      const byKey = yield* Effect.promise(() => signedByKey(typedData, payer, signature))
+      const byKey = yield* Effect.promise(() => signedByKey(typedData, payer, signature, digestOf(message)))
       if (!byKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
       const [used, balance] = yield* Effect.tryPromise(() => tokenState(payer, nonce)).pipe(
         Effect.mapError(() =>

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest"
-import { type Hex, keccak256, verifyTypedData } from "viem"
+import { domainSeparator, type Hex, hashTypedData, keccak256, verifyTypedData } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { transferWithAuthorizationTypes } from "../../layers/devnet/usdcAbi.js"
-import { recoveryImplementation, signedByKey } from "../../layers/x402/recover.js"
+import { recoveryImplementation, signedByKey, transferAuthorizationDigest } from "../../layers/x402/recover.js"
 
 const payer = privateKeyToAccount(generatePrivateKey())
 const other = privateKeyToAccount(generatePrivateKey())
@@ -44,6 +44,51 @@ describe("signedByKey (the paid call's one signature recovery)", () => {
       expect(await signedByKey(data, payer.address, signature)).toBe(true)
       expect(await signedByKey(data, payer.address, low)).toBe(true)
       expect(await signedByKey({ ...data, message: { ...data.message, value: 11_001n } }, payer.address, signature)).toBe(false)
+    }
+  })
+})
+
+describe("transferAuthorizationDigest (the EIP-712 digest written out)", () => {
+  const domains = [domain, { name: "USD Coin", version: "1", chainId: 1, verifyingContract: "0xA0b86991c6218b36c1d19D4a2e9Eb0cE3606eB48" }] as const
+  it("equals viem's hashTypedData for the same domain and message", () => {
+    for (const d of domains) {
+      const separator = domainSeparator({ domain: d })
+      for (let n = 0; n < 30; n++) {
+        const message = {
+          from: payer.address,
+          to: other.address,
+          value: BigInt(n) * 1_000_003n,
+          validAfter: n % 2 === 0 ? 0n : BigInt(n) ** 20n,
+          validBefore: n === 29 ? 2n ** 256n - 1n : 2n ** 40n + BigInt(n),
+          nonce: keccak256(new Uint8Array([n, 7]))
+        }
+        expect(transferAuthorizationDigest(separator, message)).toBe(
+          hashTypedData({ domain: d, types: transferWithAuthorizationTypes, primaryType: "TransferWithAuthorization", message })
+        )
+      }
+    }
+  })
+
+  it("has no digest for a message the type cannot hold (viem's throws)", () => {
+    const separator = domainSeparator({ domain })
+    const message = { from: payer.address, to: other.address, value: 1n, validAfter: 0n, validBefore: 1n, nonce: keccak256("0x01") }
+    expect(transferAuthorizationDigest(separator, { ...message, value: 2n ** 256n })).toBeUndefined()
+    expect(transferAuthorizationDigest(separator, { ...message, validAfter: -1n })).toBeUndefined()
+    expect(transferAuthorizationDigest(separator, { ...message, nonce: "0x01" })).toBeUndefined()
+  })
+})
+
+describe("signedByKey with the written-out digest", () => {
+  it("gives the same answers as with viem's digest", async () => {
+    const separator = domainSeparator({ domain })
+    for (let n = 0; n < 10; n++) {
+      const data = typedData(n)
+      const signature = await payer.signTypedData(data)
+      const digest = transferAuthorizationDigest(separator, data.message)
+      expect(await signedByKey(data, payer.address, signature, digest)).toBe(true)
+      expect(await signedByKey(data, other.address, signature, digest)).toBe(false)
+      const tampered = transferAuthorizationDigest(separator, { ...data.message, value: 11_001n })
+      expect(await signedByKey(data, payer.address, signature, tampered)).toBe(false)
     }
   })
 })
