@@ -144,7 +144,9 @@ export const connectChain = (options: {
   readonly confirmations?: number
 }) =>
   Effect.gen(function* () {
-    const probe = createPublicClient({ transport: boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs) })
+    // One transport (one connection pool) for the probe and the clients.
+    const transport = boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs)
+    const probe = createPublicClient({ transport })
     const chainId = yield* Effect.tryPromise({
       try: () => probe.getChainId(),
       catch: (error) => new ChainStartError({ message: `chain RPC ${options.rpcUrl} did not answer: ${String(error)}` })
@@ -169,7 +171,6 @@ export const connectChain = (options: {
         message: `chain RPC ${options.rpcUrl} serves chain id ${chainId}, but x402 network "${network}" is chain id ${named[0]}: wrong chain`
       })
     }
-    const transport = boundedTransport(options.mode, options.rpcUrl, options.rpcTimeoutMs)
     const pollingInterval = pollingIntervalFor(options.mode)
     const publicClient = createPublicClient({ chain, transport, pollingInterval })
     const [name, version] = yield* Effect.tryPromise({
