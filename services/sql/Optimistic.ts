@@ -1,6 +1,6 @@
 // The write of an optimistic unit of work (UnitOfWork.ts `optimistic`): its pending writes as one statement whose main
 // query first locks every row the unit stepped from, in the order they were read, and aborts the whole statement
-// (optimistic_guard, migrations/0035: SQLSTATE OG409) unless each is still the row that was read.
+// (optimistic_guard, migrations/0035_one_statement_guards: SQLSTATE OG409) unless each is still the row that was read.
 import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Data, Effect } from "effect"
 
