@@ -13,6 +13,14 @@ export interface Guard {
 /** The optimistic attempt cannot go on (nothing was written): the unit runs again on the locking path. */
 export class OptimisticConflict extends Data.TaggedError("OptimisticConflict")<{ readonly reason: string }> {}
 
+/** How optimistic units ended in this process (diagnostics and tests): written as one statement, or run again locking. */
+export const optimisticCounts = { written: 0, fellBack: 0, reasons: new Map<string, number>() }
+
+export const noteFallback = (reason: string) => {
+  optimisticCounts.fellBack++
+  optimisticCounts.reasons.set(reason, (optimisticCounts.reasons.get(reason) ?? 0) + 1)
+}
+
 const GUARD_FAILED = "OG409"
 
 /** A guard found its row changed: the statement wrote nothing. */

@@ -18,7 +18,7 @@
 import { type SqlClient, type SqlError, Statement } from "@effect/sql"
 import { Deferred, Effect, FiberId, FiberRef, Option } from "effect"
 import { batch } from "./Batch.js"
-import { type Guard, guarded, isGuardFailure, OptimisticConflict } from "./Optimistic.js"
+import { type Guard, guarded, isGuardFailure, noteFallback, OptimisticConflict, optimisticCounts } from "./Optimistic.js"
 
 /** The tables a trigger changes when a table is written (an insert into ledger_entries moves agents' balances). */
 const TRIGGERED: Readonly<Record<string, ReadonlyArray<string>>> = {
@@ -163,9 +163,6 @@ export const transaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effec
     return sql.withTransaction(body)
   })
 
-/** How optimistic units ended in this process (diagnostics and tests): written as one statement, or run again locking. */
-export const optimisticCounts = { written: 0, fellBack: 0, reasons: new Map<string, number>() }
-
 /**
  * Runs `effect` as a transaction without BEGIN/COMMIT when it can: the machine host reads the rows it steps from
  * without locks (each with a guard: the row's locking SELECT must still return the same row), and the pending writes go
@@ -190,10 +187,7 @@ export const optimistic = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect
         unit.closed = true
       }))
     )
-    const locking = (reason: string) => Effect.zipRight(Effect.sync(() => {
-      optimisticCounts.fellBack++
-      optimisticCounts.reasons.set(reason, (optimisticCounts.reasons.get(reason) ?? 0) + 1)
-    }), transaction(sql)(effect))
+    const locking = (reason: string) => Effect.zipRight(Effect.sync(() => noteFallback(reason)), transaction(sql)(effect))
     return attempt.pipe(
       Effect.tap(() => Effect.sync(() => void optimisticCounts.written++)),
       Effect.catchIf(isGuardFailure, () => locking("a guarded row changed")),

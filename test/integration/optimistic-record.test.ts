@@ -5,6 +5,7 @@ import { SqlClient, Statement } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Clock, Deferred, Effect, Fiber, Ref, TestClock } from "effect"
 import { MachineHost } from "../../machines/Host.js"
+import { optimisticCounts } from "../../services/sql/Optimistic.js"
 import * as UnitOfWork from "../../services/sql/UnitOfWork.js"
 import { devAccount } from "../support/clients.js"
 import { fakeAgent } from "../support/agents.js"
@@ -12,8 +13,8 @@ import { TestApp, TestEnv } from "../support/harness.js"
 import { execute, registerAgent } from "../support/scenario.js"
 
 const HOUR = 60 * 60 * 1000
-const counts = () => ({ written: UnitOfWork.optimisticCounts.written, fellBack: UnitOfWork.optimisticCounts.fellBack })
-const reason = (text: string) => UnitOfWork.optimisticCounts.reasons.get(text) ?? 0
+const counts = () => ({ written: optimisticCounts.written, fellBack: optimisticCounts.fellBack })
+const reason = (text: string) => optimisticCounts.reasons.get(text) ?? 0
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000" }))("optimistic unit of work", (it) => {
   const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
