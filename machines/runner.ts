@@ -1,7 +1,7 @@
 // How one kind of persisted machine is run: a feature's `MachineSpec` (lock, snapshot, actions, save) closed over its
 // types into a `Runner` that locks the actor's row, steps its machine, runs the named actions and saves the snapshot,
 // the transition history and the durable timers in the caller's transaction (batched in a unit of work).
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import type { AnyStateMachine, EventFromLogic } from "xstate"
 import type { Deliver, Delivered, MachineKind } from "./Host.js"
@@ -43,6 +43,15 @@ export interface MachineSpec<M extends AnyStateMachine, Row, P extends ActionOf<
    * transaction: what `MachineHost.lockAll` needs for this kind.
    */
   readonly lockAll?: (ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Row>, SqlError.SqlError>
+  /**
+   * The row's SELECT (with FOR UPDATE when `lock`: what `lock` runs) and its decoding: with it, a step in an optimistic
+   * unit of work (services/sql/UnitOfWork.ts `optimistic`) reads the row without a lock and its write checks that the
+   * locking SELECT still returns that very row. Without it, such a unit falls back to its locking path.
+   */
+  readonly guarded?: {
+    readonly select: (id: string, lock: boolean) => Statement.Fragment
+    readonly decode: (rows: ReadonlyArray<unknown>) => Effect.Effect<Option.Option<Row>>
+  }
   readonly snapshot: (row: Row) => PersistedSnapshot
   readonly actions: {
     readonly [N in HostActionName<M, P>]: Handler<ParamsOf<M, N>, ActionContext<M, Row>>
@@ -126,11 +135,17 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
   const pure = new Set<string>(spec.pure)
   /** Rows this kind's steps left, per open unit-of-work transaction (locked by the first step there). */
   const stepped = new WeakMap<UnitOfWork.Unit, Map<string, Row>>()
+  /** The actor's row under its lock, or in an optimistic unit read under a guard. */
+  const lockRow = (id: string, unit: UnitOfWork.Unit | undefined) => {
+    const guarded = spec.guarded
+    if (unit === undefined || !unit.optimistic || guarded === undefined) return spec.lock(id)
+    return Effect.flatMap(UnitOfWork.guardedRead(sql, (lock) => guarded.select(id, lock)), guarded.decode)
+  }
   const deliver = (id: string, event: EventFromLogic<M>, deliverAny: Deliver) =>
     Effect.gen(function* () {
       const unit = Option.getOrUndefined(yield* UnitOfWork.current)
       const known = unit === undefined ? undefined : stepped.get(unit)?.get(id)
-      const found = known === undefined ? yield* spec.lock(id) : Option.some(known)
+      const found = known !== undefined ? Option.some(known) : yield* lockRow(id, unit)
       if (Option.isNone(found)) return Option.none<Delivered>()
       const row = found.value
       const step = stepMachine(spec.machine, spec.snapshot(row), event)

@@ -34,6 +34,8 @@ export type LoginAttempt =
   | { readonly allowed: false; readonly retryAfterSeconds: number }
 
 const LOGIN_PREFIX = "ops-login:"
+/** The SQLSTATE `rate_window_count` (migrations/0035_one_statement_guards) raises over a window. */
+const RATE_REFUSED = "RL429"
 
 export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
   effect: Effect.gen(function* () {
@@ -156,7 +158,60 @@ export class RateLimits extends Effect.Service<RateLimits>()("RateLimits", {
         })
       })
 
+    /**
+     * The paid call's count of both windows as the LAST statement of its reservation batch (its main query, run before
+     * the batch's writes): over either window the whole reservation aborts with RL429 (`refusal`), counted nothing.
+     */
+    const countStatement = (agentId: string, client: string, now: number) =>
+      sql<{ agentCount: number; clientCount: number }>`
+        SELECT agent_count, client_count FROM rate_window_count(${`agent:${agentId}`}, ${`client:${client}`}, ${windowOf(now)}, ${agentLimit}, ${clientLimit})`
+
+    /** What the windows say after `countStatement` counted the call, noted in `seen`. */
+    const counted = (rows: ReadonlyArray<unknown>, seen: LimitsSeen | undefined) => {
+      const row = rows[0]
+      const agentCount = typeof row === "object" && row !== null && "agentCount" in row ? Number(row.agentCount) : 0
+      const clientCount = typeof row === "object" && row !== null && "clientCount" in row ? Number(row.clientCount) : 0
+      return noteLimits(seen, { agentRemaining: Math.max(0, agentLimit - agentCount), clientRemaining: Math.max(0, clientLimit - clientCount) })
+    }
+
+    /** What the windows say now, without counting (a refusal the reservation's statement made: it counted nothing). */
+    const peek = (agentId: string, client: string, seen: LimitsSeen | undefined) =>
+      seen === undefined ? Effect.void : Effect.gen(function* () {
+        const start = windowOf(yield* Clock.currentTimeMillis)
+        const rows = yield* sql<{ key: string; count: number }>`
+          SELECT key, count FROM rate_limit_windows WHERE window_start = ${start} AND key IN (${`agent:${agentId}`}, ${`client:${client}`})`
+        const { agentCount, clientCount } = remainingOf(rows)
+        yield* noteLimits(seen, { agentRemaining: Math.max(0, agentLimit - agentCount), clientRemaining: Math.max(0, clientLimit - clientCount) })
+      }).pipe(Effect.orDie)
+
+    /** An RL429 of `countStatement`: the RATE_LIMITED refusal (the windows as they are, the call uncounted, in `seen`). */
+    const refusal = (error: unknown, now: number, seen: LimitsSeen | undefined, spent: "charged" | "reserved") => {
+      const cause = typeof error === "object" && error !== null && "cause" in error ? error.cause : undefined
+      if (typeof cause !== "object" || cause === null || !("code" in cause) || cause.code !== RATE_REFUSED) return undefined
+      let counts: { agentCount?: unknown; clientCount?: unknown } = {}
+      try {
+        counts = "detail" in cause && typeof cause.detail === "string" ? JSON.parse(cause.detail) : {}
+      } catch {
+        counts = {}
+      }
+      // The aborted statement counted nothing: what was left before this call.
+      const left = (limit: number, count: unknown) => Math.max(0, limit - (Number(count ?? limit + 1) - 1))
+      const start = windowOf(now)
+      return Effect.zipRight(
+        noteLimits(seen, { agentRemaining: left(agentLimit, counts.agentCount), clientRemaining: left(clientLimit, counts.clientCount) }),
+        Effect.fail(new RateLimited({
+          code: "RATE_LIMITED",
+          message: `too many requests in the current window; nothing was ${spent}`,
+          details: { retryAfterSeconds: Math.max(1, Math.ceil((start.getTime() + windowMs - now) / 1000)), ...limits }
+        }))
+      )
+    }
+
     return {
+      countStatement,
+      counted,
+      refusal,
+      peek,
       consume,
       release,
       admit,

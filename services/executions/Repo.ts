@@ -70,22 +70,26 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
 
-    const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
+    /** The execution's row; `locked`: as its machine locks it (with the agent's debt), `forUpdate`: with the lock. */
+    const selectStatement = (id: string, locked: boolean, forUpdate: boolean) =>
       sql`
         SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256, p.purpose AS payment_purpose,
                s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status,
                m.status AS remainder_status, m.tx_hash AS remainder_tx_hash
-               ${lock ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}
+               ${locked ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}
         FROM executions e
         JOIN payments p ON p.id = e.payment_id
         JOIN agents a ON a.id = e.agent_id
         JOIN escrows s ON s.execution_id = e.id
         LEFT JOIN refunds r ON r.execution_id = e.id
         LEFT JOIN remainders m ON m.execution_id = e.id
-        WHERE e.id = ${id} ${lock ? sql`FOR UPDATE OF e` : sql``}`.pipe(
-        Effect.flatMap((rows) => (rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decode(rows[0]), Option.some))),
-        Effect.catchTag("ParseError", Effect.die)
-      )
+        WHERE e.id = ${id} ${forUpdate ? sql`FOR UPDATE OF e` : sql``}`
+
+    const decoded = <A>(decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) => (rows: ReadonlyArray<unknown>) =>
+      (rows[0] === undefined ? Effect.succeed(Option.none<A>()) : Effect.map(decode(rows[0]), Option.some)).pipe(Effect.catchTag("ParseError", Effect.die))
+
+    const select = <A>(id: string, lock: boolean, decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>) =>
+      Effect.flatMap(selectStatement(id, lock, lock), decoded(decode))
 
     /** The execution with its payment, escrow and refund. */
     const find = (id: string) => select(id, false, decodeRow)
@@ -110,6 +114,12 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
         Effect.map((rows) => Option.fromNullable(rows[0]?.headerSha256))
       )
 
-    return { find, lock, findIdempotent, setEscrow, setReleaseAt, chainPaymentSha256 } as const
+    /** The machine's row for an optimistic unit of work (services/sql/UnitOfWork.ts `guardedRead`). */
+    const guarded = {
+      select: (id: string, lock: boolean) => selectStatement(id, true, lock),
+      decode: decoded(decodeLocked)
+    }
+
+    return { find, lock, guarded, findIdempotent, setEscrow, setReleaseAt, chainPaymentSha256 } as const
   })
 }) {}

@@ -132,6 +132,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
       machine: executionMachine,
       pure: ["openRetryWindow", "startAttempt", "markSettled", "markPaymentFailed", "queueScore", "clearScores"],
       lock: repo.lock,
+      guarded: repo.guarded,
       snapshot: snapshotOf,
       actions: {
         recordOutcome: ({ success }, { row, event }) =>

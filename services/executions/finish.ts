@@ -4,7 +4,7 @@
 // between is finished by the recovery workers and the deadline timers.
 import { SqlClient } from "@effect/sql"
 import { withSpan } from "../../layers/observability/span.js"
-import { Clock, Effect, Option } from "effect"
+import { Clock, Config, Effect, Option } from "effect"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { MachineHost } from "../../machines/Host.js"
@@ -48,17 +48,21 @@ export const finish = Effect.gen(function* () {
   const agentCall = yield* AgentCall
   const circuits = yield* Circuits
   const metering = yield* Metering
+  // The record step as one statement without BEGIN/COMMIT when nothing changed the rows since they were read
+  // (UnitOfWork.optimistic; the locking transaction otherwise). A metered call reads its meter: always the locking path.
+  const optimistic = yield* Config.boolean("DATABASE_OPTIMISTIC_RECORD").pipe(Config.withDefault(true), Effect.orDie)
   return (call: PaidCall) =>
     Effect.gen(function* () {
       const [settlement, outcome] = yield* Effect.all(
         [payments.settleOnChain(call.paymentId, call.payment, call.requirements), agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)],
         { concurrency: "unbounded" }
       )
-      const after = yield* UnitOfWork.transaction(sql)(
+      const metered = isMetered(call.capability.pricing)
+      const after = yield* (optimistic && !metered ? UnitOfWork.optimistic(sql) : UnitOfWork.transaction(sql))(
         Effect.gen(function* () {
           // A metered call's charge for what it used, before the machine releases anything (metering.ts). A flat-priced
           // call was reserved without meter columns (meteredColumns), so there is nothing to read and charge.
-          if (isMetered(call.capability.pricing)) yield* metering.charge(call.requestId, outcome, settlement.outcome._tag === "Settled")
+          if (metered) yield* metering.charge(call.requestId, outcome, settlement.outcome._tag === "Settled")
           yield* host.deliver("execution", call.requestId, outcome.event)
           yield* payments.recordIn(call.paymentId, settlement)
           return yield* steppedExecution(call.requestId)

@@ -9,7 +9,7 @@ import { AppConfig } from "../../layers/Config.js"
 import type { PaymentRejected } from "../../layers/x402/payment.js"
 import { executionMachine } from "../../machines/execution.js"
 import { startMachine } from "../../machines/step.js"
-import { Conflict } from "../../src/domain/Errors.js"
+import { Conflict, type RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
 import { newId } from "../../src/domain/Ids.js"
@@ -117,7 +117,8 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       // The payment is verified, not settled: a refused callback host charges nothing.
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
       // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
-      const giveBack = yield* rateLimits.admit(agent.id, verified.payer, ctx.limits, "charged")
+      // A new purchase counts them in its reservation statement (step 3); a repeat of an idempotent request here.
+      const admitRepeat = rateLimits.admit(agent.id, verified.payer, ctx.limits, "charged")
       const payment: PaymentUse = {
         header: presentation.handle,
         version: presentation.version,
@@ -130,7 +131,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const idempotencyKey = idempotencyKeyOf(req.idempotencyKey, presentation.paymentIdentifier)
       if (idempotencyKey !== undefined) {
         const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
-        if (Option.isSome(existing)) return yield* orRepeat(req, funding, giveBack, existing.value, requestHash, payment)
+        if (Option.isSome(existing)) return yield* orRepeat(req, funding, yield* admitRepeat, existing.value, requestHash, payment)
       }
 
       // 3. Reserve. Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the
@@ -169,7 +170,8 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       }).pipe(Effect.orDie)
       const chainRows = Option.isNone(chain) ? [] : yield* chain.value.statements(root)
       // The payer's spending limits count this payment (or refuse it, aborting the whole statement: nothing reserved)
-      // in the same statement: atomic under concurrency, no extra round trip (services/limits).
+      // in the same statement: atomic under concurrency, no extra round trip (services/limits). So do the rate-limit
+      // windows (its main query, run first: over a window, nothing is reserved and nothing counted).
       const created = yield* batch(sql, [
         spendStatement(sql, { paymentId, payer: verified.payer, agentId: agent.id, amount: verified.amount, now }),
         ...reservation.statements,
@@ -184,18 +186,23 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
           amount: formatUsdc(verified.amount),
           payer: verified.payer,
           ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainId: plan.chainId }) })
-        })
+        }),
+        rateLimits.countStatement(agent.id, verified.payer, now)
       ]).pipe(
+        Effect.tap((counts) => rateLimits.counted(counts, ctx.limits)),
         Effect.as({ paymentId }),
-        Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected> => {
+        Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, Conflict | PaymentRejected | RateLimited> => {
+          const overRate = rateLimits.refusal(error, now, ctx.limits, "charged")
+          if (overRate !== undefined) return overRate
           const overLimit = limitRefusal(error)
           if (overLimit !== undefined) return Effect.fail(overLimit)
           return isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
             ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
-              Option.isSome(existing) ? orRepeat(req, funding, giveBack, existing.value, requestHash, payment) : Effect.die(error))
+              Option.isSome(existing) ? Effect.flatMap(admitRepeat, (giveBack) => orRepeat(req, funding, giveBack, existing.value, requestHash, payment)) : Effect.die(error))
             : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))
         }),
-        Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(giveBack, Effect.fail(priced.refuse(rejection))))
+        // The aborted reservation counted nothing: no window to give back (the refusal still says what they hold).
+        Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(rateLimits.peek(agent.id, verified.payer, ctx.limits), Effect.fail(priced.refuse(rejection))))
       )
       if ("_tag" in created) return created
       return { _tag: "Reserved", requestId, paymentId: created.paymentId, verified, priced, agent, capability, callbackUrl, chain, root, payment } as const

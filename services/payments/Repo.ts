@@ -95,6 +95,11 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     }
 
     const lock = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+    /** The machine's row for an optimistic unit of work (services/sql/UnitOfWork.ts `guardedRead`). */
+    const guarded = {
+      select: (id: string, lock: boolean) => sql`SELECT * FROM payments WHERE id = ${id} ${lock ? sql`FOR UPDATE` : sql``}`,
+      decode: (r: ReadonlyArray<unknown>) => Effect.map(Effect.orDie(decodeRows(r)), (decoded) => Option.fromNullable(decoded[0]))
+    }
     const find = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
     /** The payment made with the credential whose text hashes to `headerSha256` (unique: a credential pays once). */
     const findByHeader = (headerSha256: string) =>
@@ -124,7 +129,7 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
     const renewLease = (id: string, until: Date) =>
       sql`UPDATE payments SET next_attempt_at = GREATEST(next_attempt_at, ${until}) WHERE id = ${id} AND status IN ('reserved', 'retrying')`.pipe(Effect.asVoid)
 
-    return { reserveStatements, lock, find, findByHeader, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
+    return { reserveStatements, lock, guarded, find, findByHeader, linkTreasuryTx, linkTreasuryTxMany, byTreasuryTx, claimDue, renewLease } as const
   })
 }) {}
 

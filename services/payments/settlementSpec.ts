@@ -27,6 +27,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
       machine: settlementMachine,
       pure: ["noteTxHash", "noteReason"],
       lock: repo.lock,
+      guarded: repo.guarded,
       snapshot: paymentSnapshot,
       actions: {
         onSettled: ({ txHash }, { row, event, deliver }) =>

@@ -18,6 +18,7 @@
 import { type SqlClient, type SqlError, Statement } from "@effect/sql"
 import { Deferred, Effect, FiberId, FiberRef, Option } from "effect"
 import { batch } from "./Batch.js"
+import { type Guard, guarded, isGuardFailure, noteFallback, OptimisticConflict, optimisticCounts } from "./Optimistic.js"
 
 /** The tables a trigger changes when a table is written (an insert into ledger_entries moves agents' balances). */
 const TRIGGERED: Readonly<Record<string, ReadonlyArray<string>>> = {
@@ -62,6 +63,16 @@ export class Unit {
   closed = false
   /** Statements sent by flushes (diagnostics and tests). */
   flushes = 0
+  /**
+   * Optimistic (see `optimistic`): no transaction is open; the rows stepped from were read without locks, each with a
+   * guard that its single write statement checks, and any other statement gives up the attempt.
+   */
+  readonly optimistic: boolean
+  readonly guards: Array<Guard> = []
+
+  constructor(optimistic = false) {
+    this.optimistic = optimistic
+  }
 
   get empty() {
     return this.statements.length === 0 && this.updates.size === 0 && this.keyed.size === 0 && this.rows.size === 0
@@ -104,6 +115,8 @@ export const current: Effect.Effect<Option.Option<Unit>> = Effect.map(FiberRef.g
 /** Sends the pending writes as one statement (waiting for a flush another fiber of the transaction started). */
 const flush = (sql: SqlClient.SqlClient, unit: Unit): Effect.Effect<void, SqlError.SqlError> =>
   Effect.suspend(() => {
+    // An optimistic unit writes once, at its end (`optimistic`): a write before that would not be atomic with the rest.
+    if (unit.optimistic) return Effect.die(new OptimisticConflict({ reason: "a write had to be sent before the end of the unit" }))
     if (unit.flushing !== null) return Effect.zipRight(Deferred.await(unit.flushing), flush(sql, unit))
     if (unit.empty) return Effect.void
     const statements = unit.take(sql)
@@ -128,6 +141,8 @@ const mentions = (text: string, tables: ReadonlySet<string>) => {
 /** Before any other statement of the unit's fiber: flush when it may read (or must follow) pending writes. */
 const transformer = (sql: SqlClient.SqlClient, unit: Unit): Statement.Statement.Transformer => (self) =>
   Effect.suspend(() => {
+    // An optimistic unit runs no statement but its guarded reads (`guardedRead`) and its final write.
+    if (unit.optimistic && !unit.closed) return Effect.die(new OptimisticConflict({ reason: "a statement outside the optimistic path" }))
     if (unit.closed || (unit.empty && unit.flushing === null)) return Effect.succeed(self)
     const [text] = self.compile()
     if (unit.flushing === null && !mentions(text, unit.tables)) return Effect.succeed(self)
@@ -146,6 +161,61 @@ export const transaction = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effec
       }))
     )
     return sql.withTransaction(body)
+  })
+
+/**
+ * Runs `effect` as a transaction without BEGIN/COMMIT when it can: the machine host reads the rows it steps from
+ * without locks (each with a guard: the row's locking SELECT must still return the same row), and the pending writes go
+ * at the end as ONE statement that first takes the guards' row locks in the order the rows were read (the locking
+ * path's order), aborts when one changed (SQLSTATE OG409: nothing written) and otherwise writes everything: atomic on
+ * its own, durable at its commit. Anything else (a statement the effect runs itself, a write that must be flushed
+ * early, a row without a guard) gives up the attempt before anything was written, as does a failed guard; then
+ * `effect` runs again as `transaction` (locks, BEGIN/COMMIT). So `effect` must do nothing but SQL through the unit and
+ * pure computation (it may run twice).
+ */
+export const optimistic = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
+  Effect.suspend(() => {
+    const unit = new Unit(true)
+    const attempt = Effect.zipLeft(effect, Effect.suspend(() => {
+      unit.closed = true
+      if (unit.empty) return Effect.void
+      return Statement.withTransformerDisabled(guarded(sql, unit.guards, unit.take(sql)))
+    })).pipe(
+      Statement.withTransformer(transformer(sql, unit)),
+      Effect.locally(currentUnit, Option.some(unit)),
+      Effect.ensuring(Effect.sync(() => {
+        unit.closed = true
+      }))
+    )
+    const locking = (reason: string) => Effect.zipRight(Effect.sync(() => noteFallback(reason)), transaction(sql)(effect))
+    return attempt.pipe(
+      Effect.tap(() => Effect.sync(() => void optimisticCounts.written++)),
+      Effect.catchIf(isGuardFailure, () => locking("a guarded row changed")),
+      Effect.catchSomeDefect((defect) => (defect instanceof OptimisticConflict ? Option.some(locking(defect.reason)) : Option.none()))
+    )
+  })
+
+/**
+ * Reads a row the unit will step from: in an optimistic unit without a lock, noting the guard its write checks; in a
+ * transaction, locking it. `select(lock)` is the row's SELECT, with `FOR UPDATE` when `lock`.
+ */
+export const guardedRead = (sql: SqlClient.SqlClient, select: (lock: boolean) => Statement.Fragment) =>
+  Effect.flatMap(current, (unit): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> => {
+    if (Option.isNone(unit) || !unit.value.optimistic) return sql`${select(true)}`
+    const u = unit.value
+    // A row with pending writes of this unit would be read stale (an optimistic unit sends nothing before its end).
+    if (!u.empty && mentions(sql`${select(false)}`.compile()[0], u.tables)) {
+      return Effect.die(new OptimisticConflict({ reason: "a read of a row this unit has pending writes for" }))
+    }
+    return Statement.withTransformerDisabled(
+      sql<{ rowVersion: string }>`SELECT x.*, md5(row_to_json(x)::text) AS row_version FROM (${select(false)}) x`
+    ).pipe(Effect.flatMap((rows) => {
+      const row = rows[0]
+      // A missing row (or several) is the locking path's to decide.
+      if (row === undefined || rows.length > 1) return Effect.die(new OptimisticConflict({ reason: "no single row to guard" }))
+      u.guards.push({ select: select(true), version: row.rowVersion })
+      return Effect.succeed(rows)
+    }))
   })
 
 /** Runs `fragments` now (as one batch), or in the unit's next batch: `tables` they change; `reads` when they read rows of those. */

@@ -85,6 +85,11 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
     }
 
     const lock = (id: string) => rows(sql`SELECT * FROM treasury_txs WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
+    /** The machine's row for an optimistic unit of work (services/sql/UnitOfWork.ts `guardedRead`). */
+    const guarded = {
+      select: (id: string, lock: boolean) => sql`SELECT * FROM treasury_txs WHERE id = ${id} ${lock ? sql`FOR UPDATE` : sql``}`,
+      decode: (r: ReadonlyArray<unknown>) => Effect.map(Effect.orDie(decodeRows(r)), (decoded) => Option.fromNullable(decoded[0]))
+    }
     const find = (id: string) => rows(sql`SELECT * FROM treasury_txs WHERE id = ${id}`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
 
     /** Unfinished transactions whose lease ran out, lowest nonce first; leased to the caller for `leaseMs`. */
@@ -153,6 +158,6 @@ export class TreasuryRepo extends Effect.Service<TreasuryRepo>()("treasury/Treas
         yield* sql`UPDATE treasury_reconciliations SET network = ${primary} WHERE network = ''`
       })).pipe(Effect.asVoid)
 
-    return { adoptLegacy, notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
+    return { adoptLegacy, notFinal, reincludedStatement, ensureSigner, allocateNonce, insert, lock, guarded, find, liveFor, claimDue, unfinishedOf, renewLease, gaps, nextNonce, replaceStatement } as const
   })
 }) {}

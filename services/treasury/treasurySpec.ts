@@ -18,6 +18,7 @@ export class TreasuryMachine extends Effect.Service<TreasuryMachine>()("treasury
       machine: treasuryTxMachine,
       pure: ["countReplacement", "noteOutcome", "countReorg"],
       lock: repo.lock,
+      guarded: repo.guarded,
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : { value: row.state, context: { broadcasts: 0, lastError: null } }),
       actions: {},
       // In a unit of work (the paid path's final transaction) the update goes with its batch.

@@ -122,11 +122,14 @@ layer(TestApp({ RATE_LIMIT_CLIENT_PER_WINDOW: "2", RATE_LIMIT_AGENT_PER_WINDOW: 
       expect(third.status).toBe(429)
       expect(third.body.error?.code).toBe("RATE_LIMITED")
       expect(Number(third.headers.get("retry-after"))).toBeGreaterThan(0)
+      expect(third.headers.get("x-ratelimit-client-remaining")).toBe("0")
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(before)
       expect(agent.calls).toHaveLength(2)
       // Another client still gets through.
       const other = yield* execute(devAccount(9), { targetAgentId: agentId, capabilityId: "echo", input: { text: "4" } })
       expect(other.status).toBe(200)
+      // The refused call counted nothing (its reservation statement aborted whole): the agent's window holds three calls.
+      expect(Number(other.headers.get("x-ratelimit-agent-remaining"))).toBe(97)
     }))
 
   it.effect("at the end, the ledger's treasury equals the treasury's USDC on chain, to the micro-USDC", () =>

@@ -126,6 +126,11 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "60000", EXEC
       const agentId = yield* registerAgent(devAccount(7), agent.url, { tier: "premium" })
       for (let i = 0; i < 5; i++) yield* execute(devAccount(8), { targetAgentId: agentId, capabilityId: "echo", input: { text: "x" } })
       const read = () => Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
+      // opossum's trip reaches the persisted machine asynchronously (services/circuits/Circuits.ts), not within the fifth
+      // call's answer: wait for it (real time, up to 10 s; the test clock drives only the probe timer below).
+      for (let i = 0; i < 200 && (yield* read()).body.data.circuitState !== "open"; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))
+      }
       expect((yield* read()).body.data.circuitState).toBe("open")
       yield* TestClock.adjust(29_000)
       yield* machines.fireDue
