@@ -44,7 +44,7 @@ const describeSigningKey = (privateKey: crypto.KeyObject): SigningKeyInfo => {
   }
 }
 
-/** Devnet: the key lives in DATA_DIR so agents' pinned public keys survive restarts. Two processes racing agree via `wx`. */
+/** Devnet: the key lives in DATA_DIR so agents' pinned public keys survive restarts. Two processes racing agree via `link`. */
 const loadOrCreateDevKey = (file: string) =>
   Effect.tryPromise({
     try: async () => {
@@ -57,12 +57,18 @@ const loadOrCreateDevKey = (file: string) =>
       }
       const { privateKey } = crypto.generateKeyPairSync("ed25519")
       const pem = privateKey.export({ format: "pem", type: "pkcs8" })
+      // Written whole to a private temporary file first, then linked into place (fails if the key exists): another
+      // process never reads a key file that exists but is not written yet (`wx` on the key itself left that window).
+      const temporary = `${file}.${process.pid}.${crypto.randomBytes(6).toString("hex")}.tmp`
+      await fs.writeFile(temporary, pem, { mode: 0o600, flag: "wx" })
       try {
-        await fs.writeFile(file, pem, { mode: 0o600, flag: "wx" })
+        await fs.link(temporary, file)
         return privateKey
       } catch (error) {
         if (errorCode(error) === "EEXIST") return await read()
         throw error
+      } finally {
+        await fs.rm(temporary, { force: true })
       }
     },
     catch: (error) => new SigningKeyError({ message: `could not load or create the devnet proxy signing key ${file}: ${String(error)}` })

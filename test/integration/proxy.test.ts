@@ -2,7 +2,7 @@
 import { expect, it, layer } from "@effect/vitest"
 import { ConfigError, ConfigProvider, Duration, Effect, Fiber, Layer, Option, PubSub, Queue, type Scope } from "effect"
 import * as crypto from "node:crypto"
-import { mkdtemp, rm, stat } from "node:fs/promises"
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises"
 import type { IncomingHttpHeaders } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -435,6 +435,17 @@ it.scopedLive("in devnet without PROXY_SIGNING_KEY the key is created once in DA
       expect(second).toEqual(first)
     })
   ))
+
+it.scopedLive("servers starting together on one DATA_DIR agree on one devnet signing key (never a half-written file)", () =>
+  Effect.forEach(Array.from({ length: 10 }), () =>
+    withTempDir((dataDir) =>
+      Effect.gen(function* () {
+        const keys = yield* Effect.all(Array.from({ length: 16 }, () => signingKeyOf({ dataDir })), { concurrency: "unbounded" })
+        expect(new Set(keys.map((k) => k.keyId)).size).toBe(1)
+        const files = yield* Effect.promise(() => readdir(dataDir))
+        expect(files.filter((f) => f.startsWith("proxy-signing-key"))).toEqual(["proxy-signing-key.pem"])
+      })
+    ), { discard: true }))
 
 it.scopedLive("outside devnet a missing PROXY_SIGNING_KEY stops the layer with a clear config error", () =>
   Effect.gen(function* () {
