@@ -2,7 +2,7 @@
 // bench:levers' step 1 measures it, for several variants alternated over rounds (noise is ~5 MiB a run), with the
 // /proc/PID/smaps_rollup breakdown. IDLE_VARIANTS='[{"label":"base"},{"label":"arenas","env":{"MALLOC_ARENA_MAX":"2"}},
 // {"label":"semi8","nodeArgs":["--max-semi-space-size=8"]}]' (default: one "base"), IDLE_ROUNDS (3), IDLE_WAIT_MS (3000),
-// IDLE_SNAPSHOT (1: a heap snapshot of each idle server, see snapshot()).
+// IDLE_SNAPSHOT (1: a heap snapshot of each idle server, see snapshot()), IDLE_CHECK (1: then GET /openapi.json and /docs).
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { cleanupAll, installSignalHandlers } from "./lib/children.js"
 import { intEnv, log, sleep } from "./lib/params.js"
@@ -69,6 +69,17 @@ const main = async () => {
               await sleep(1500)
               log(readFileSync(`/tmp/idlerss-stats-${pid}.txt`, "utf8"))
             }
+          }
+          if (process.env["IDLE_CHECK"] === "1") {
+            // What is loaded lazily still answers after an idle start.
+            for (const [route, expected] of [["/health", "ok"], ["/openapi.json", "\"openapi\""], ["/docs", "SwaggerUIBundle("]] as const) {
+              const response = await fetch(`${server.origin}${route}`, { signal: AbortSignal.timeout(20_000) }).catch((e) => {
+                throw new Error(`GET ${route}: ${String(e)}\n${server.child.output()}`)
+              })
+              const text = await response.text()
+              log(`  GET ${route}: ${response.status}, ${text.length} chars, ${text.includes(expected) ? "as expected" : "UNEXPECTED BODY"}`)
+            }
+            log(`  after /docs: RSS ${((memoryKb(pid)?.rss ?? 0) / 1024).toFixed(1)} MiB`)
           }
           if (process.env["IDLE_SNAPSHOT"] === "1") await snapshot(pid)
           log(`${v.label} round ${round + 1}: idle RSS ${rss.toFixed(1)} MiB (anon ${r["Anonymous"]}, shared clean ${r["Shared_Clean"]}, private clean ${r["Private_Clean"]}, private dirty ${r["Private_Dirty"]})`)

@@ -13,8 +13,12 @@ export const collectGarbage: Effect.Effect<void> = Effect.async<void>((resume) =
   const session = new Session()
   session.connect()
   session.post("HeapProfiler.collectGarbage", () => {
-    session.disconnect()
-    resume(Effect.void)
+    // Not from inside the callback: a session disconnected there leaves Node 20's event loop stuck (the process stops
+    // answering; tried).
+    setImmediate(() => {
+      session.disconnect()
+      resume(Effect.void)
+    })
   })
 })
 
