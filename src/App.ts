@@ -71,7 +71,7 @@ import { devnetOperatorToken } from "../layers/devnet/operatorToken.js"
 import { announceReady } from "./cluster/supervised.js"
 import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
-import { CompactAfterStartLive } from "./heapCompaction.js"
+import { CompactAfterStartLive, CompactBeforeListeningLive } from "./heapCompaction.js"
 
 /** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
 export const OperatorTokenLive = Layer.effect(
@@ -240,11 +240,12 @@ export const makeAppLive = <E>(
   options: { readonly banner: boolean; readonly compactHeap?: boolean } = { banner: true }
 ) =>
   Layer.mergeAll(HttpLive, options.banner ? BannerLive : Layer.empty, options.compactHeap === true ? CompactAfterStartLive() : Layer.empty).pipe(
-    Layer.provide(NodeServerLive),
+    // compactHeap: once the services are up and before the port opens, then again once it serves (src/heapCompaction.ts)
+    Layer.provide(options.compactHeap === true ? Layer.provide(NodeServerLive, CompactBeforeListeningLive) : NodeServerLive),
     Layer.provideMerge(makeServicesLive(chain)),
     Layer.provide(TracingLive),
     Layer.provide(LoggingLive)
   )
 
-/** The service as `npm start` runs it: with the banner, and one memory-reducing GC once it serves (src/heapCompaction.ts). */
+/** The service as `npm start` runs it: with the banner, and memory-reducing GCs as it starts to serve (src/heapCompaction.ts). */
 export const AppLive = makeAppLive(ChainLive, { banner: true, compactHeap: true })
