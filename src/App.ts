@@ -71,6 +71,7 @@ import { devnetOperatorToken } from "../layers/devnet/operatorToken.js"
 import { announceReady } from "./cluster/supervised.js"
 import { TokenThrottle } from "../services/operator/TokenThrottle.js"
 import { HttpLive } from "./http/Server.js"
+import { CompactAfterStartLive, CompactBeforeListeningLive } from "./heapCompaction.js"
 
 /** The operator token: configured, or (devnet only; config refuses its absence elsewhere) generated for this run. */
 export const OperatorTokenLive = Layer.effect(
@@ -234,12 +235,17 @@ const BannerLive = Layer.effectDiscard(
  * The whole service for a given chain layer (ChainLive in production, an attached devnet in tests). Logging and tracing
  * come first: everything built on top logs through the one logger and records spans only when an exporter is set.
  */
-export const makeAppLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>, options: { readonly banner: boolean } = { banner: true }) =>
-  (options.banner ? Layer.merge(HttpLive, BannerLive) : HttpLive).pipe(
-    Layer.provide(NodeServerLive),
+export const makeAppLive = <E>(
+  chain: Layer.Layer<Chain, E, AppConfig>,
+  options: { readonly banner: boolean; readonly compactHeap?: boolean } = { banner: true }
+) =>
+  Layer.mergeAll(HttpLive, options.banner ? BannerLive : Layer.empty, options.compactHeap === true ? CompactAfterStartLive() : Layer.empty).pipe(
+    // compactHeap: once the services are up and before the port opens, then again once it serves (src/heapCompaction.ts)
+    Layer.provide(options.compactHeap === true ? Layer.provide(NodeServerLive, CompactBeforeListeningLive) : NodeServerLive),
     Layer.provideMerge(makeServicesLive(chain)),
     Layer.provide(TracingLive),
     Layer.provide(LoggingLive)
   )
 
-export const AppLive = makeAppLive(ChainLive)
+/** The service as `npm start` runs it: with the banner, and memory-reducing GCs as it starts to serve (src/heapCompaction.ts). */
+export const AppLive = makeAppLive(ChainLive, { banner: true, compactHeap: true })

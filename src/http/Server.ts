@@ -3,7 +3,6 @@ import {
   HttpApiBuilder,
   HttpApiError,
   HttpApiSchema,
-  HttpApiSwagger,
   HttpIncomingMessage,
   HttpMiddleware,
   HttpServerError,
@@ -44,6 +43,7 @@ import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
 import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
 import { opsConsole } from "../ops/routes.js"
+import { DocsLive } from "./Docs.js"
 
 /** Declared errors, by class: encoded here into the envelope with their status. */
 const encoders = new Map<unknown, (error: unknown) => Effect.Effect<HttpServerResponse.HttpServerResponse>>(
@@ -220,8 +220,7 @@ export const HttpLive = Layer.unwrapEffect(
 ).pipe(
   Layer.locallyWith(HttpMiddleware.currentTracerDisabledWhen, (off) => (request) => off(request) || QUIET_ROUTES.includes(request.url.split("?")[0] ?? "")),
   Layer.provide(MetricsRouteLive),
-  Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
-  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(DocsLive),
   Layer.provide(envelopeMiddleware),
   Layer.provide(cors),
   Layer.provide(McpHttpLive),

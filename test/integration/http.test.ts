@@ -119,6 +119,9 @@ layer(TestApp(), { excludeTestServices: true })("HTTP edge: the error envelope f
       expect(docs.status).toBe(200)
       expect(docs.headers["content-type"]).toMatch(/text\/html/)
       expect(docs.text).toMatch(/<html/i)
+      // Swagger UI's script (loaded at the first /docs, src/http/Docs.ts) and the API's document inside the page
+      expect(docs.text).toContain("SwaggerUIBundle(")
+      expect(docs.text).toContain("/api/v1/agents/{id}")
     }))
 
   it.effect("an unknown route answers 404 NOT_FOUND in the envelope", () =>
