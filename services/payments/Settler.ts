@@ -86,8 +86,9 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
             data: singleCalldata(p),
             gas: settlesAsVrs(p.signature) ? SETTLEMENT_GAS : SMART_ACCOUNT_SETTLEMENT_GAS,
             linkStatement: (txId) => repo.linkTreasuryTx(paymentId, txId)
-          })
-          const receipt = yield* writer.awaitReceipt(tx, undefined, pollMs)
+          }, true)
+          // The send answered with the receipt (eth_sendRawTransactionSync), or it is awaited.
+          const receipt = Option.isSome(tx.receipt) ? tx.receipt : yield* writer.awaitReceipt(tx, undefined, pollMs)
           const outcome: TxOutcome = Option.match(receipt, { onNone: () => ({ _tag: "Pending" }), onSome: (r) => ({ _tag: "Mined", receipt: r }) })
           return { _tag: "Single", txId: tx.id, outcome } satisfies Sent
         }).pipe(
@@ -107,8 +108,8 @@ export class Settler extends Effect.Service<Settler>()("payments/Settler", {
             data: batchCalldata(chain.usdc.address, payments),
             gas: batchGas(group.length),
             linkStatement: (txId) => repo.linkTreasuryTxMany(group.map((w) => w.paymentId), txId)
-          })
-          const receipt = yield* writer.awaitReceipt(tx, undefined, receiptPollMs)
+          }, true)
+          const receipt = Option.isSome(tx.receipt) ? tx.receipt : yield* writer.awaitReceipt(tx, undefined, receiptPollMs)
           if (Option.isNone(receipt)) return group.map((): Sent => ({ _tag: "Batch", txId: tx.id, outcome: { _tag: "Pending" }, paid: false }))
           const outcome: TxOutcome = { _tag: "Mined", receipt: receipt.value }
           // The batch transaction is recorded once, beside the next batch (not in its way); should this fail, the

@@ -101,7 +101,43 @@ export const makeNetworkWriter = (chain: ChainShape) =>
         return sent._tag === "Right"
       })
 
-    /** Allocates a nonce, signs and stores the transaction (one database transaction), then broadcasts it. */
+    /**
+     * Whether to send with eth_sendRawTransactionSync (EIP-7966: the node answers with the receipt, saving the receipt
+     * round trip and its poll): on a devnet (anvil mines on submission, so the call returns at once) until the node
+     * answers method-not-found. Not on an RPC: there the call would hold the transport for up to a block time, against
+     * its per-try timeout and retries (docs/decisions.md, "Settlement send: eth_sendRawTransactionSync").
+     */
+    let sendSync = chain.mode === "devnet" && process.env["CHAIN_SEND_SYNC"] !== "0"
+    const methodMissing = (error: unknown): boolean => {
+      for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 6; depth++) {
+        if (typeof e === "object" && "code" in e && e.code === -32601) return true
+        e = typeof e === "object" && "cause" in e ? e.cause : undefined
+      }
+      return /method not found|does not exist|is not available|unsupported method/i.test(String(error))
+    }
+
+    /**
+     * The first broadcast of stored bytes, waiting for their receipt in the same call when the node can (sendSync).
+     * Any failure of that call falls back to the plain broadcast (the same bytes again: harmless) and none: the caller
+     * then awaits the receipt as before.
+     */
+    const broadcastFirst = (tx: { readonly id: string; readonly rawTx: string }, withReceipt: boolean) =>
+      Effect.gen(function* () {
+        if (withReceipt && sendSync) {
+          const receipt = yield* Effect.either(Effect.tryPromise(() => chain.publicClient.sendRawTransactionSync({ serializedTransaction: tx.rawTx as Hex })))
+          if (receipt._tag === "Right") return { sent: true, receipt: Option.some(receipt.right) }
+          if (methodMissing(receipt.left.error)) {
+            sendSync = false
+            yield* Effect.logInfo("the chain node does not answer eth_sendRawTransactionSync: settlements send, then ask for their receipt")
+          }
+        }
+        return { sent: yield* broadcast(tx, "failures"), receipt: Option.none<TransactionReceipt>() }
+      })
+
+    /**
+     * Allocates a nonce, signs and stores the transaction (one database transaction), then broadcasts it. With
+     * `withReceipt`, the broadcast may return the receipt too (`receipt`; none: await it).
+     */
     const submit = (intent: {
       readonly purpose: TreasuryPurpose
       readonly subjectId: string
@@ -114,7 +150,7 @@ export const makeNetworkWriter = (chain: ChainShape) =>
       readonly linkStatement?: (txId: string) => Statement.Fragment
       /** What the transaction pays and the ids it is about (refund, execution, withdrawal, agent), for its log line. */
       readonly logFields?: Readonly<Record<string, string | bigint | null>>
-    }) =>
+    }, withReceipt = false) =>
       Effect.gen(function* () {
         const s = yield* requireSigner
         const fee = yield* currentFees // read outside the nonce lock
@@ -141,10 +177,10 @@ export const makeNetworkWriter = (chain: ChainShape) =>
           })
         )
         yield* faults.afterSign({ id, purpose: intent.purpose })
-        const sent = yield* broadcast(stored, "failures")
+        const { sent, receipt } = yield* broadcastFirst(stored, withReceipt)
         yield* txLog.sent(intent, stored, sent)
         yield* faults.afterBroadcast({ id, purpose: intent.purpose })
-        return stored
+        return { ...stored, receipt }
       }).pipe(withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
     /**
