@@ -11,6 +11,7 @@ import { newId } from "../../src/domain/Ids.js"
 import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
 import { type Fees, feeSource, maxFeeCeiling } from "./fees.js"
 import { replacer } from "./replace.js"
+import { methodMissing } from "./sendSync.js"
 import * as txLog from "./txLog.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
@@ -108,14 +109,6 @@ export const makeNetworkWriter = (chain: ChainShape) =>
      * its per-try timeout and retries (docs/decisions.md, "Settlement send: eth_sendRawTransactionSync").
      */
     let sendSync = chain.mode === "devnet" && process.env["CHAIN_SEND_SYNC"] !== "0"
-    const methodMissing = (error: unknown): boolean => {
-      for (let e: unknown = error, depth = 0; e !== undefined && e !== null && depth < 6; depth++) {
-        if (typeof e === "object" && "code" in e && e.code === -32601) return true
-        e = typeof e === "object" && "cause" in e ? e.cause : undefined
-      }
-      return /method not found|does not exist|is not available|unsupported method/i.test(String(error))
-    }
-
     /**
      * The first broadcast of stored bytes, waiting for their receipt in the same call when the node can (sendSync).
      * Any failure of that call falls back to the plain broadcast (the same bytes again: harmless) and none: the caller
