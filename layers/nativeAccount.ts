@@ -3,7 +3,7 @@
 // viem's pure-JS @noble/curves. Both sign deterministically (RFC 6979, low S, no extra entropy), so the bytes are the same;
 // the binding takes ~0.05 ms a signature against ~1.5-2 ms on this machine's cores, and a c=1 paid call signs one
 // settlement. Where the binding does not load (or TREASURY_NATIVE_SIGNING=0), viem's own account is returned unchanged.
-import { createRequire } from "node:module"
+import { loadSecp256k1Binding, type Secp256k1Binding } from "./secp256k1Binding.js"
 import {
   bytesToHex,
   type Hex,
@@ -19,21 +19,9 @@ import {
 } from "viem"
 import { privateKeyToAccount } from "viem/accounts"
 
-interface Binding {
-  ecdsaSign(message: Uint8Array, privateKey: Uint8Array): { readonly signature: Uint8Array; readonly recid: number }
-}
+type Binding = Secp256k1Binding
 
-const load = (): Binding | undefined => {
-  if (process.env["TREASURY_NATIVE_SIGNING"] === "0") return undefined
-  try {
-    // `secp256k1/bindings` throws when no binary loads (unlike the package's index, which falls back to elliptic).
-    return createRequire(import.meta.url)("secp256k1/bindings") as Binding
-  } catch {
-    return undefined
-  }
-}
-
-const binding = load()
+const binding = loadSecp256k1Binding("TREASURY_NATIVE_SIGNING")
 
 /** Which implementation signs treasury transactions in this process ("native" or "js"). */
 export const signingImplementation: "native" | "js" = binding === undefined ? "js" : "native"

@@ -3,24 +3,12 @@
 // glibc/musl, darwin-arm64 and win32-x64, loaded by node-gyp-build: nothing compiles at install) recovers in ~0.1 ms;
 // viem's pure-JS path (@noble/curves) takes ~2-2.5 ms on this machine's cores. Where the binding does not load (another
 // platform, a blocked or missing package), viem's path is used: same answers, only slower.
-import { createRequire } from "node:module"
+import { loadSecp256k1Binding, type Secp256k1Binding } from "../secp256k1Binding.js"
 import { bytesToHex, getAddress, type Hex, hashTypedData, hexToBytes, isAddressEqual, keccak256, stringToHex, type TypedDataDefinition, verifyTypedData } from "viem"
 
-interface Binding {
-  ecdsaRecover(signature: Uint8Array, recid: number, message: Uint8Array, compressed: boolean): Uint8Array
-}
+type Binding = Secp256k1Binding
 
-const load = (): Binding | undefined => {
-  if (process.env["X402_NATIVE_SECP256K1"] === "0") return undefined
-  try {
-    // `secp256k1/bindings` throws when no binary loads (unlike the package's index, which falls back to elliptic).
-    return createRequire(import.meta.url)("secp256k1/bindings") as Binding
-  } catch {
-    return undefined
-  }
-}
-
-const binding = load()
+const binding = loadSecp256k1Binding("X402_NATIVE_SECP256K1")
 
 /** Which implementation recovers signatures in this process ("native" or "js"), for the start-up log and the tests. */
 export const recoveryImplementation: "native" | "js" = binding === undefined ? "js" : "native"
