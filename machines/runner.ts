@@ -184,7 +184,7 @@ export const runner = <M extends AnyStateMachine, Row, P extends ActionOf<M>["ty
         to: step.state,
         at
       }]))
-      yield* Effect.all(later, { discard: true })
+      if (later.length > 0) yield* Effect.all(later, { discard: true })
       return Option.some<Delivered>({ from: step.from, state: step.state, changed: true })
     }).pipe(withSpan("MachineHost.deliver", { attributes: { kind, event: event.type } }))
   const lockAll = (ids: ReadonlyArray<string>) =>

@@ -15,6 +15,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { Payments, type Settlement } from "../payments/Payments.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { AgentCall } from "./AgentCall.js"
+import { both } from "./both.js"
 import { Metering } from "./metering.js"
 import { steppedExecution } from "./executionSpec.js"
 import type { ExecutionRow } from "./Repo.js"
@@ -53,9 +54,9 @@ export const finish = Effect.gen(function* () {
   const optimistic = yield* Config.boolean("DATABASE_OPTIMISTIC_RECORD").pipe(Config.withDefault(true), Effect.orDie)
   return (call: PaidCall) =>
     Effect.gen(function* () {
-      const [settlement, outcome] = yield* Effect.all(
-        [payments.settleOnChain(call.paymentId, call.payment, call.requirements), agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)],
-        { concurrency: "unbounded" }
+      const [settlement, outcome] = yield* both(
+        payments.settleOnChain(call.paymentId, call.payment, call.requirements),
+        agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)
       )
       const metered = isMetered(call.capability.pricing)
       const after = yield* (optimistic && !metered ? UnitOfWork.optimistic(sql) : UnitOfWork.transaction(sql))(

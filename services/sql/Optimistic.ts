@@ -1,8 +1,10 @@
 // The write of an optimistic unit of work (UnitOfWork.ts `optimistic`): its pending writes as one statement whose main
 // query first locks every row the unit stepped from, in the order they were read, and aborts the whole statement
 // (optimistic_guard, migrations/0035_one_statement_guards: SQLSTATE OG409) unless each is still the row that was read.
+// It runs on its connection directly (Direct.ts): no statement transformer sees it.
 import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import { Data, Effect } from "effect"
+import { direct } from "./Direct.js"
 
 /** A row read without a lock: its locking SELECT, and the md5 of the row as it was read. */
 export interface Guard {
@@ -52,6 +54,6 @@ export const guarded = (
     ...writes.map((w, i) => sql`${sql.literal(`w${i}`)} AS (${w})`)
   ]
   const checks = guards.map((g, i) => sql`SELECT v = ${g.version} AS ok FROM ${sql.literal(`g${i}`)}`)
-  return sql`WITH ${sql.join(", ", false)(ctes)}
-    SELECT optimistic_guard(count(*) FILTER (WHERE ok) = ${guards.length}) FROM (${sql.join(" UNION ALL ", false)(checks)}) s`
+  return direct(sql`WITH ${sql.join(", ", false)(ctes)}
+    SELECT optimistic_guard(count(*) FILTER (WHERE ok) = ${guards.length}) FROM (${sql.join(" UNION ALL ", false)(checks)}) s`)
 }

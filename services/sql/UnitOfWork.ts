@@ -18,6 +18,7 @@
 import { type SqlClient, type SqlError, Statement } from "@effect/sql"
 import { Deferred, Effect, FiberId, FiberRef, Option } from "effect"
 import { batch } from "./Batch.js"
+import { direct } from "./Direct.js"
 import { type Guard, guarded, isGuardFailure, noteFallback, OptimisticConflict, optimisticCounts } from "./Optimistic.js"
 
 /** The tables a trigger changes when a table is written (an insert into ledger_entries moves agents' balances). */
@@ -109,8 +110,17 @@ export class Unit {
 
 const currentUnit = FiberRef.unsafeMake<Option.Option<Unit>>(Option.none())
 
+const openUnit = (unit: Option.Option<Unit>) => (Option.isSome(unit) && !unit.value.closed ? unit : Option.none<Unit>())
+
+/**
+ * `f` of the unit this fiber runs in: one runtime instruction for the look-up (`Effect.flatMap(current, f)` takes
+ * four; these run several times per step on the paid call's hot path, issue 29).
+ */
+const withUnit = <A, E, R>(f: (unit: Option.Option<Unit>) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) => f(openUnit(fiber.getFiberRef(currentUnit))))
+
 /** The unit of the transaction this fiber runs in, if it was started by `transaction` and is still open. */
-export const current: Effect.Effect<Option.Option<Unit>> = Effect.map(FiberRef.get(currentUnit), Option.filter((u) => !u.closed))
+export const current: Effect.Effect<Option.Option<Unit>> = Effect.withFiberRuntime((fiber) => Effect.succeed(openUnit(fiber.getFiberRef(currentUnit))))
 
 /** Sends the pending writes as one statement (waiting for a flush another fiber of the transaction started). */
 const flush = (sql: SqlClient.SqlClient, unit: Unit): Effect.Effect<void, SqlError.SqlError> =>
@@ -124,7 +134,7 @@ const flush = (sql: SqlClient.SqlClient, unit: Unit): Effect.Effect<void, SqlErr
     unit.flushing = done
     unit.flushes++
     // Its own statement must not wait for itself.
-    return Statement.withTransformerDisabled(batch(sql, statements)).pipe(
+    return direct(batch(sql, statements)).pipe(
       Effect.asVoid,
       Effect.ensuring(Effect.suspend(() => {
         unit.flushing = null
@@ -179,7 +189,7 @@ export const optimistic = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect
     const attempt = Effect.zipLeft(effect, Effect.suspend(() => {
       unit.closed = true
       if (unit.empty) return Effect.void
-      return Statement.withTransformerDisabled(guarded(sql, unit.guards, unit.take(sql)))
+      return guarded(sql, unit.guards, unit.take(sql))
     })).pipe(
       Statement.withTransformer(transformer(sql, unit)),
       Effect.locally(currentUnit, Option.some(unit)),
@@ -200,14 +210,14 @@ export const optimistic = (sql: SqlClient.SqlClient) => <A, E, R>(effect: Effect
  * transaction, locking it. `select(lock)` is the row's SELECT, with `FOR UPDATE` when `lock`.
  */
 export const guardedRead = (sql: SqlClient.SqlClient, select: (lock: boolean) => Statement.Fragment) =>
-  Effect.flatMap(current, (unit): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> => {
+  withUnit((unit): Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError> => {
     if (Option.isNone(unit) || !unit.value.optimistic) return sql`${select(true)}`
     const u = unit.value
     // A row with pending writes of this unit would be read stale (an optimistic unit sends nothing before its end).
     if (!u.empty && mentions(sql`${select(false)}`.compile()[0], u.tables)) {
       return Effect.die(new OptimisticConflict({ reason: "a read of a row this unit has pending writes for" }))
     }
-    return Statement.withTransformerDisabled(
+    return direct(
       sql<{ rowVersion: string }>`SELECT x.*, md5(row_to_json(x)::text) AS row_version FROM (${select(false)}) x`
     ).pipe(Effect.flatMap((rows) => {
       const row = rows[0]
@@ -220,15 +230,16 @@ export const guardedRead = (sql: SqlClient.SqlClient, select: (lock: boolean) =>
 
 /** Runs `fragments` now (as one batch), or in the unit's next batch: `tables` they change; `reads` when they read rows of those. */
 const enqueue = (sql: SqlClient.SqlClient, fragments: ReadonlyArray<Statement.Fragment>, tables: ReadonlyArray<string>, reads: boolean) =>
-  Effect.flatMap(current, (unit) => {
+  withUnit((unit) => {
     if (Option.isNone(unit)) return Effect.asVoid(batch(sql, fragments))
     const u = unit.value
     const conflicts = reads && tables.some((t) => u.tables.has(t))
-    return Effect.zipRight(conflicts ? flush(sql, u) : Effect.void, Effect.sync(() => {
+    const add = Effect.sync(() => {
       u.statements.push(...fragments)
       u.note(tables)
       for (const t of tables) u.touched.add(t)
-    }))
+    })
+    return conflicts ? Effect.zipRight(flush(sql, u), add) : add
   })
 
 /**
@@ -243,7 +254,7 @@ export const append = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, 
  * table in the next batch, in the order given across calls (or `LOCK_ORDER`). Outside a unit: at once, one statement.
  */
 export const inserts = (sql: SqlClient.SqlClient, groups: ReadonlyArray<readonly [table: string, rows: ReadonlyArray<Record<string, unknown>>]>) =>
-  Effect.flatMap(current, (unit) => {
+  withUnit((unit) => {
     const nonEmpty = groups.filter(([, rows]) => rows.length > 0)
     if (Option.isNone(unit)) return Effect.asVoid(batch(sql, nonEmpty.map(([table, rows]) => sql`INSERT INTO ${sql(table)} ${sql.insert(rows)}`)))
     const u = unit.value
@@ -266,33 +277,38 @@ export const write = (sql: SqlClient.SqlClient, tables: ReadonlyArray<string>, f
 
 /** Sets some columns of the row `id` of `table` (merged with the unit's other updates of that row). */
 export const update = (sql: SqlClient.SqlClient, table: string, id: string, columns: Record<string, unknown>) =>
-  Effect.flatMap(current, (unit) => {
+  withUnit((unit) => {
     if (Option.isNone(unit)) return Effect.asVoid(sql`UPDATE ${sql(table)} SET ${sql.update(columns)} WHERE id = ${id}`)
     const u = unit.value
-    return Effect.zipRight(u.touched.has(table) ? flush(sql, u) : Effect.void, Effect.sync(() => {
+    const add = Effect.sync(() => {
       const key = `${table}\u0000${id}`
       const pending = u.updates.get(key)
       if (pending === undefined) u.updates.set(key, { table, id, columns: { ...columns } })
       else pending.columns = { ...pending.columns, ...columns }
       u.note([table])
-    }))
+    })
+    return u.touched.has(table) ? Effect.zipRight(flush(sql, u), add) : add
   })
 
 /** The write that decides `key` of `table` (an upsert or a delete of one row); a later one for the same key replaces it. */
 export const keyed = (sql: SqlClient.SqlClient, table: string, key: string, fragment: Statement.Fragment) =>
-  Effect.flatMap(current, (unit) => {
+  withUnit((unit) => {
     if (Option.isNone(unit)) return Effect.asVoid(sql`${fragment}`)
     const u = unit.value
-    return Effect.zipRight(u.touched.has(table) ? flush(sql, u) : Effect.void, Effect.sync(() => {
+    const add = Effect.sync(() => {
       u.keyed.delete(key)
       u.keyed.set(key, fragment)
       u.note([table])
-    }))
+    })
+    return u.touched.has(table) ? Effect.zipRight(flush(sql, u), add) : add
   })
 
 /** Adds to a sum kept per key until the next flush (what pending writes add to a row a later batched write reads). */
 export const addPending = (key: string, amount: bigint) =>
-  Effect.map(current, Option.map((u) => void u.sums.set(key, (u.sums.get(key) ?? 0n) + amount)))
+  withUnit((unit) => {
+    if (Option.isSome(unit)) unit.value.sums.set(key, (unit.value.sums.get(key) ?? 0n) + amount)
+    return Effect.void
+  })
 
 /** What pending writes add to `key` (0 outside a unit, or once they were flushed). */
-export const pendingSum = (key: string) => Effect.map(current, (u) => (Option.isSome(u) ? u.value.sums.get(key) ?? 0n : 0n))
+export const pendingSum = (key: string) => withUnit((u) => Effect.succeed(Option.isSome(u) ? u.value.sums.get(key) ?? 0n : 0n))

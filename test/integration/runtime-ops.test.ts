@@ -15,8 +15,8 @@ const INSTRUCTIONS = [
   "WithRuntime", "UpdateRuntimeFlags", "Tag", "Left", "Right", "Some", "None", "Micro", "Commit", "OnStep"
 ]
 
-/** About 2,350 today (2026-11), most of them in settling, calling the agent and recording (bench/analysis.md, session 3, runtime). */
-const BUDGET_PER_CALL = 5_000
+/** About 1,870 today (2026-11; 2,290 before session 3 settlecpu), most of them in settling, calling the agent and recording (bench/analysis.md, session 3, runtime and settlecpu). */
+const BUDGET_PER_CALL = 4_000
 const CALLS = 10
 
 /** Counts the instructions evaluated (and fibers resumed) until the returned `restore` runs. */
