@@ -12,6 +12,9 @@ export const setSpansEnabled = (on: boolean): void => {
   enabled = on
 }
 
+/** Whether spans are recorded (tracing on): code that skips a library's own spans for speed falls back while it is. */
+export const spansEnabled = (): boolean => enabled
+
 /** `Effect.withSpan(name, options)` when tracing is on, else the effect itself. */
 export const withSpan = (name: string, options?: Tracer.SpanOptions) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Tracer.ParentSpan>> =>
