@@ -4,7 +4,8 @@
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 import * as path from "node:path"
 import { getAddress } from "viem"
-import { Chain, ChainStartError, type ChainShape, connectChain, RPC_DEFAULT_TIMEOUT_MS } from "./Chain.js"
+import { Chain, ChainStartError, type ChainShape, connectChain } from "./Chain.js"
+import { RPC_DEFAULT_TIMEOUT_MS } from "./chainTransport.js"
 import { AppConfig } from "./Config.js"
 import { MAX_CONFIRMATIONS, UNKNOWN_CHAIN_CONFIRMATIONS } from "./confirmations.js"
 import {

@@ -12,6 +12,7 @@ import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainRead
 import { type Fees, feeSource, maxFeeCeiling } from "./fees.js"
 import { replacer } from "./replace.js"
 import { methodMissing } from "./sendSync.js"
+import { nonceRepair } from "./nonceRepair.js"
 import * as txLog from "./txLog.js"
 import { MoneyFaults } from "./Faults.js"
 import { type TreasuryPurpose, TreasuryRepo, type TreasuryTxRow } from "./Repo.js"
@@ -23,7 +24,6 @@ export class TreasuryError extends Data.TaggedError("TreasuryError")<{ readonly 
 
 /** How long a process owns an in-flight transaction; renewed while it waits for the receipt. */
 export const TREASURY_LEASE_MS = 30_000
-const GAP_FILL_GAS = 21_000n
 
 /** What the chain says about one of our transactions. */
 export type TxOutcome =
@@ -273,44 +273,10 @@ export const makeNetworkWriter = (chain: ChainShape) =>
             : { type: "DROPPED", at, reason: "nonce used by another transaction" }
         ))
 
-    /**
-     * Nonces below our next one that the chain has not mined and no live transaction holds block every later
-     * transaction: each is filled with a zero-value self-transfer (its purpose, if any, was re-queued when dropped).
-     */
-    const repairGaps = Effect.gen(function* () {
-      const s = yield* requireSigner
-      const mined = yield* minedNonce(chain, s.account.address)
-      const next = yield* repo.nextNonce(chain.network, s.account.address)
-      if (Option.isNone(next) || next.value <= mined) return 0
-      const gaps = yield* repo.gaps(chain.network, s.account.address, mined, next.value)
-      const now = yield* Clock.currentTimeMillis
-      const fee = yield* currentFees
-      for (const nonce of gaps) {
-        const { raw, hash } = yield* signAt(nonce, s.account.address, undefined, GAP_FILL_GAS, fee)
-        const id = newId("ttx")
-        yield* sql.withTransaction(repo.insert({
-          id,
-          purpose: "gap_fill",
-          subjectId: `nonce:${nonce}`,
-          signer: s.account.address,
-          network: chain.network,
-          nonce,
-          to: s.account.address,
-          raw,
-          hash,
-          leaseUntil: new Date(now)
-        }))
-        yield* Effect.logWarning(`treasury nonce ${nonce} had no transaction: filled with a zero-value self-transfer ${hash}`, { event: "treasury.gap_filled", treasuryTxId: id, nonce, txHash: hash })
-        yield* broadcast({ id, rawTx: raw })
-      }
-      return gaps.length
-    })
-
-    /** Our nonce row is never behind the chain (a fresh database, or transactions sent by an older version or another tool). */
-    const syncNonce = Effect.gen(function* () {
-      const s = yield* requireSigner
-      const next = yield* pendingNonce(chain, s.account.address)
-      yield* repo.ensureSigner(chain.network, s.account.address, next)
+    const { repairGaps, syncNonce } = nonceRepair({
+      sql, chain, repo, signAt, currentFees,
+      signerAddress: Effect.map(requireSigner, (x) => x.account.address),
+      broadcast: (tx) => broadcast(tx)
     })
 
     return {
