@@ -42,18 +42,26 @@ const cappedRetryAfter: typeof fetch = async (input, init) => {
  * (layers/poolTransport.ts: the same errors and retries, ~0.3 ms less CPU per call than undici's fetch), or viem's own
  * `http` over fetch with CHAIN_TRANSPORT=fetch.
  */
-export const boundedTransport = (mode: "devnet" | "rpc", rpcUrl: string, timeoutMs = RPC_DEFAULT_TIMEOUT_MS) => {
-  const bounds = mode === "devnet"
+/** The bounds above for one mode: what the transport and the batch client both apply. */
+const boundsFor = (mode: "devnet" | "rpc", timeoutMs: number) =>
+  mode === "devnet"
     ? { timeoutMs: DEVNET_TIMEOUT_MS, retryCount: 0, retryDelayMs: RPC_RETRY_DELAY_MS, maxRetryAfterSeconds: RPC_MAX_RETRY_AFTER_SECONDS }
     : { timeoutMs, retryCount: RPC_RETRY_COUNT, retryDelayMs: RPC_RETRY_DELAY_MS, maxRetryAfterSeconds: RPC_MAX_RETRY_AFTER_SECONDS }
+
+export const boundedTransport = (mode: "devnet" | "rpc", rpcUrl: string, timeoutMs = RPC_DEFAULT_TIMEOUT_MS) => {
+  const bounds = boundsFor(mode, timeoutMs)
   if (process.env["CHAIN_TRANSPORT"] !== "fetch") return poolTransport(rpcUrl, bounds)
-  return mode === "devnet"
-    ? http(rpcUrl, { batch: false, retryCount: 0, timeout: DEVNET_TIMEOUT_MS })
-    : http(rpcUrl, { batch: false, retryCount: RPC_RETRY_COUNT, retryDelay: RPC_RETRY_DELAY_MS, timeout: timeoutMs, fetchFn: cappedRetryAfter })
+  return http(rpcUrl, {
+    batch: false,
+    retryCount: bounds.retryCount,
+    retryDelay: bounds.retryDelayMs,
+    timeout: bounds.timeoutMs,
+    ...(mode === "rpc" ? { fetchFn: cappedRetryAfter } : {})
+  })
 }
 
 /** The lean batch client under the same bounds as `boundedTransport`. */
-export const batchClient = (mode: "devnet" | "rpc", rpcUrl: string, timeoutMs = RPC_DEFAULT_TIMEOUT_MS) =>
-  makeRpcBatch(rpcUrl, mode === "devnet"
-    ? { timeoutMs: DEVNET_TIMEOUT_MS, retries: 0, retryDelayMs: RPC_RETRY_DELAY_MS, maxRetryAfterSeconds: RPC_MAX_RETRY_AFTER_SECONDS }
-    : { timeoutMs, retries: RPC_RETRY_COUNT, retryDelayMs: RPC_RETRY_DELAY_MS, maxRetryAfterSeconds: RPC_MAX_RETRY_AFTER_SECONDS })
+export const batchClient = (mode: "devnet" | "rpc", rpcUrl: string, timeoutMs = RPC_DEFAULT_TIMEOUT_MS) => {
+  const { retryCount, ...bounds } = boundsFor(mode, timeoutMs)
+  return makeRpcBatch(rpcUrl, { ...bounds, retries: retryCount })
+}
