@@ -2,12 +2,17 @@
 import { moneyMoved } from "../../layers/observability/Metrics.js"
 import { Accounts, type Movement } from "./Ledger.js"
 
-export type MoneyFlow = "paid" | "platform_fee" | "platform_fee_returned" | "refunded" | "paid_out"
+export const MONEY_FLOWS = ["paid", "platform_fee", "platform_fee_returned", "refunded", "paid_out"] as const
+export type MoneyFlow = (typeof MONEY_FLOWS)[number]
 
-/** The flows of one movement (a registration fee is both paid and a platform fee). */
+// Every flow's series exists from the start at 0, so an alert on a rate (refunds, payouts) has a series before the first
+// movement of its kind (a counter born at its first increment hides that increment from rate()).
+for (const flow of MONEY_FLOWS) moneyMoved.inc({ flow }, 0)
+
 /** Every network's treasury: "treasury" (the primary's) and "treasury:<network>". */
 const isTreasury = (account: string) => account === Accounts.treasury || account.startsWith(`${Accounts.treasury}:`)
 
+/** The flows of one movement (a registration fee is both paid and a platform fee). */
 export const flowsOf = (m: Movement): ReadonlyArray<MoneyFlow> => {
   const flows: Array<MoneyFlow> = []
   // Into the treasury from a payer (a settled payment or registration fee); the opening balance is not a payment.

@@ -33,6 +33,15 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
         FROM executions t
         WHERE t.state = 'running'
           AND (t.machine_snapshot->'context'->>'startedAt')::bigint + (t.machine_snapshot->'context'->>'deadlineMs')::bigint < ${now.getTime()}`
+    case "payment_held":
+      // A failed or timed-out call: the payer's money stays in escrow for a retry until its window closes, then goes back.
+      return sql`SELECT 'execution' AS machine, t.id AS actor_id, t.agent_id::text AS agent_id, e.amount::text AS amount,
+          t.updated_at AS since,
+          format('call %s; the payment of %s is held for a retry until %s, then refunded', CASE t.state WHEN 'timeout' THEN 'timed out' ELSE 'failed' END,
+            t.payer, coalesce(to_char(t.retry_until AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"'), 'its retry window closes')) AS cause,
+          NULL AS lever, NULL AS lever_target
+        FROM executions t JOIN escrows e ON e.execution_id = t.id AND e.status = 'held'
+        WHERE t.state IN ('failed', 'timeout')`
     case "settlement_retrying":
       return sql`SELECT 'settlement' AS machine, t.id AS actor_id, NULL AS agent_id, t.amount::text AS amount, t.updated_at AS since,
           format('settlement retrying after %s attempt(s): %s', t.attempts, coalesce(t.failure_reason, 'no error recorded')) AS cause,
@@ -115,6 +124,7 @@ export type AttentionCounts = { readonly [K in AttentionKind]: number }
 
 export const zeros = (): { [K in AttentionKind]: number } => ({
   execution_overdue: 0,
+  payment_held: 0,
   settlement_retrying: 0,
   settlement_failed: 0,
   treasury_stuck: 0,

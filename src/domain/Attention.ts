@@ -4,6 +4,7 @@ import { Schema } from "effect"
 
 export const ATTENTION_KINDS = [
   "execution_overdue",
+  "payment_held",
   "settlement_retrying",
   "settlement_failed",
   "treasury_stuck",

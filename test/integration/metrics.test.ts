@@ -88,6 +88,15 @@ const receiver = (status: number) =>
 const echo = (targetAgentId: string, text: string) => ({ targetAgentId, capabilityId: "echo", input: { text } })
 
 layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }), { excludeTestServices: true })("metrics", (it) => {
+  it.scoped("every money flow is exported from the start at 0, so an alert on refunds has a series before the first refund", () =>
+    Effect.gen(function* () {
+      const first = yield* families
+      const flows = first.get("marketplace_money_micro_usdc_total")
+      expect(flows?.type).toBe("COUNTER")
+      expect(new Set(flows?.metrics.map((m) => m.labels?.["flow"]))).toEqual(new Set(["paid", "platform_fee", "platform_fee_returned", "refunded", "paid_out"]))
+      for (const flow of ["refunded", "paid_out", "platform_fee_returned"]) expect(valueOf(first, "marketplace_money_micro_usdc_total", { flow })).toBe(0)
+    }))
+
   it.scoped("a paid execution is counted under its route template, as a completed execution, as one settlement and as money paid", () =>
     Effect.gen(function* () {
       const { baseUrl, sql } = yield* TestEnv

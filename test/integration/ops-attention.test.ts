@@ -120,6 +120,10 @@ describe.skipIf(!haveChromium)("needs attention", () => {
         expect(yield* step(() => page.textContent("h1"))).toBe("Needs attention")
         const first = yield* attentionRows(page)
         expect(first.find((r) => r.kind === "execution_overdue" && r.actor === hangingId)?.cause).toMatch(/still running past its deadline.*the agent has not answered/)
+        // The failed call is on the first page with the payer's money held for a retry and when it goes back.
+        const held = first.find((r) => r.kind === "payment_held" && r.actor === failedId)
+        expect(held?.amount).toMatch(/^0\.\d{6} USDC$/)
+        expect(held?.cause).toMatch(new RegExp(`^call failed; the payment of ${payerF.address} is held for a retry until \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC, then refunded$`, "i"))
         const dead = first.find((r) => r.kind === "delivery_dead")
         expect(dead?.cause).toMatch(/execution\.completed delivery to .* dead after 5 attempts: the receiver answered 500/)
 
@@ -144,6 +148,9 @@ describe.skipIf(!haveChromium)("needs attention", () => {
         expect(second.find((r) => r.kind === "refund_unconfirmed" && r.actor === failedId)?.cause).toContain(`sent as ${sent?.txHash}, not confirmed`)
         expect(second.find((r) => r.kind === "treasury_stuck" && r.actor === sent?.id)?.cause).toMatch(/^refund transaction 0x[0-9a-f]{64} \(nonce \d+\) (signed|broadcast) and not mined/)
         expect(second.some((r) => r.kind === "execution_overdue")).toBe(false)
+        // The failed call's money went back (refunding); the hanging call timed out and its payment is held in turn.
+        expect(second.some((r) => r.kind === "payment_held" && r.actor === failedId)).toBe(false)
+        expect(second.find((r) => r.kind === "payment_held" && r.actor === hangingId)?.cause).toMatch(/^call timed out; the payment of 0x[0-9a-f]{40} is held for a retry until /i)
         expect(second.find((r) => r.kind === "dispute_escalated")?.amount).toBe("0.011000 USDC")
         // The same facts as numbers per kind (what a gauge exposes).
         const counts = yield* (yield* Attention).counts()

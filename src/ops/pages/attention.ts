@@ -6,6 +6,7 @@ import { type Html, html, opsPath } from "../html.js"
 
 export const KIND_LABELS: { readonly [K in AttentionKind]: string } = {
   execution_overdue: "Execution past its deadline",
+  payment_held: "Payment held after a failed call",
   settlement_retrying: "Settlement retrying",
   settlement_failed: "Settlement failed",
   treasury_stuck: "Treasury transaction not mined",
@@ -46,5 +47,5 @@ export const attentionPage = (items: ReadonlyArray<AttentionItem>, now: Date): H
       : items.map((i) =>
         html`<tr data-kind="${i.kind}" data-actor="${i.actorId}"><td>${KIND_LABELS[i.kind]}</td><td>${subject(i)}</td><td>${agentLink(i.agentId)}</td><td class="num">${i.amount === 0n ? "" : usdc(i.amount)}</td><td>${when(i.since, now)}</td><td class="cause">${i.cause}</td><td>${leverCell(i)}</td></tr>`)
   }</tbody></table>
-<p class="muted">Ranked by money at stake, then age. Thresholds: treasury transactions unmined after 2 min, refunds unconfirmed after 10 min, withdrawals processing after 30 min, disputes within 6 h of escalating. <a href="/ops/overview">Overview and machines →</a></p>`
+<p class="muted">Ranked by money at stake, then age. Failed and timed-out calls are listed while their payment waits in escrow for a retry. Thresholds: treasury transactions unmined after 2 min, refunds unconfirmed after 10 min, withdrawals processing after 30 min, disputes within 6 h of escalating. <a href="/ops/overview">Overview and machines →</a></p>`
 }
