@@ -6,7 +6,7 @@ import { Effect, Exit, Scope } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
-import { runDemo } from "../../src/tools/demo/flow.js"
+import { moneyTable, runDemo } from "../../src/tools/demo/flow.js"
 import { devAccount, usdcBalance } from "../support/clients.js"
 import { PROCESS_OPERATOR_TOKEN, sharedSettings } from "../support/processes.js"
 import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
@@ -104,6 +104,7 @@ describe("the SDK against the real service (issue 31)", () => {
       summariserOwner: devAccount(1),
       translatorOwner: devAccount(2),
       client: devAccount(3),
+      holdSeconds: 1,
       log: (line) => lines.push(line)
     })
     expect(result.chainTotalCost).toBe("1.512000") // 1.50 + 0.001 at the root, 0.01 + 0.001 for the hop
@@ -117,6 +118,18 @@ describe("the SDK against the real service (issue 31)", () => {
     expect(result.drift).toBe(0n)
     expect(result.earned).toEqual([["Summariser", "0.008500", "0.008500"], ["Translator", "1.275000", "0.275000"]])
     expect(result.webhookEvents).toEqual(expect.arrayContaining(["chain.started", "chain.completed", "execution.completed", "dispute.opened", "dispute.resolved", "withdrawal.completed"]))
+    // In the order they happened: the chain starts before it completes, the dispute opens before it is resolved.
+    const at = (event: string) => result.webhookEvents.indexOf(event)
+    expect(at("chain.started")).toBeLessThan(at("chain.completed"))
+    expect(at("dispute.opened")).toBeLessThan(at("dispute.resolved"))
+    expect(at("dispute.resolved")).toBeLessThan(at("withdrawal.completed"))
+    // The table explains itself: its rows sum to zero and the treasury is the platform's revenue plus what agents are owed.
+    const table = moneyTable(result)
+    expect(table.find((l) => l.startsWith("sum "))).toMatch(/\+?0\.000000 +\(zero: money only moved between these wallets\)/)
+    expect(result.platformRevenue + result.owedToAgents).toBe(812_000n)
+    expect(table.some((l) => l.includes("still owed to the agents' owners  ✓"))).toBe(true)
+    expect(lines.some((l) => l.includes("holds are shortened on this devnet"))).toBe(true)
+    expect(lines.some((l) => l.includes(`disputes the chained call it just paid`))).toBe(true)
     expect(lines.some((l) => l.includes("└─ summarize"))).toBe(true)
   }, 90_000)
 })

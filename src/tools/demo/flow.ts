@@ -13,6 +13,8 @@ export interface DemoSetup {
   readonly summariserOwner: LocalAccount
   readonly translatorOwner: LocalAccount
   readonly client: LocalAccount
+  /** The devnet's earnings hold (DEVNET_HOLD_SECONDS), said out loud since real holds last hours. */
+  readonly holdSeconds: number
   readonly log: (line: string) => void
 }
 
@@ -31,7 +33,10 @@ export interface DemoResult {
   /** The treasury's chain balance − (ledger + in flight), micro-USDC. */
   readonly drift: bigint
   readonly treasuryOnChain: bigint
+  /** Webhook events in the order they happened (their own timestamps: deliveries may arrive in another order). */
   readonly webhookEvents: ReadonlyArray<string>
+  /** What the agents' owners can still withdraw, micro-USDC: the treasury holds it for them. */
+  readonly owedToAgents: bigint
   /** Per agent: earned in total (85% of its price per call) and still available after withdrawals. */
   readonly earned: ReadonlyArray<readonly [string, string, string]>
   readonly withdrawalTx: string
@@ -57,6 +62,10 @@ const operatorCall = async <A>(setup: DemoSetup, path: string, init: { method?: 
   if (!body.success) throw new Error(`${path}: ${JSON.stringify(body.error)}`)
   return body.data
 }
+
+/** Events by the time they happened (stable for equal timestamps). */
+const inOrder = (events: ReadonlyArray<WebhookEvent>): Array<string> =>
+  [...events].sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp)).map((e) => e.event)
 
 const tree = (node: ChainNode, indent = ""): Array<string> => [
   `${indent}${node.depth === 0 ? "●" : "└─"} ${node.capabilityId} by ${node.agentId.slice(0, 8)}… depth ${node.depth}, cost ${node.cost} USDC, ${node.status}`,
@@ -102,6 +111,8 @@ export const runDemo = async (setup: DemoSetup): Promise<DemoResult> => {
     const s = await summariserOwner.register({ execution: servers[0].url })
     const t = await translatorOwner.register({ execution: servers[1].url })
     log(`registered Summariser ${s.id} and Translator ${t.id} (0.10 USDC each, paid with x402 from their wallets)`)
+    log(`  holds are shortened on this devnet: earnings become available ${setup.holdSeconds} s after a call (DEVNET_HOLD_SECONDS);`)
+    log("  on a real deployment a new agent's earnings are held 24 h, the window in which a client may dispute a call")
     await summariserOwner.enableChaining({ maxDepth: 2 })
     await translatorOwner.enableChaining({ maxDepth: 2 })
     secret = (await translatorOwner.subscribe(hooks.url, ["*"])).secret
@@ -121,15 +132,18 @@ export const runDemo = async (setup: DemoSetup): Promise<DemoResult> => {
     log(`  total ${view.totalCost} USDC over ${view.nodeCount} calls; refunded ${view.refund?.amount} on chain (${view.refund?.txHash?.slice(0, 12)}…)`)
 
     // 3. A verified webhook reaches the owner.
-    const first = await until("a verified webhook", async () => received.length, (n) => n > 0)
-    log(`webhook verified: ${received.slice(0, first).map((e) => e.event).join(", ")}`)
+    await until("a verified webhook", async () => received.length, (n) => n > 0)
+    log(`webhooks verified so far, in the order they happened: ${inOrder(received).join(", ")}`)
 
     // 4. A dispute, answered by the agent's owner and resolved by the platform.
     const dispute = await market.dispute(txId, "quality", "the translation dropped the second sentence")
-    log(`dispute ${dispute.disputeId} filed on ${txId} (respond by ${dispute.respondBy})`)
+    log(`the client disputes the chained call it just paid (transaction ${txId}): "the translation dropped the second sentence"`)
+    log(`  dispute ${dispute.disputeId} is open; the agent's owner may answer until ${dispute.respondBy}, and the call's money stays in escrow meanwhile`)
     await translatorOwner.respondToDispute(dispute.disputeId, "the capability summarises before translating, as described")
+    log(`  the translator's owner answers: "the capability summarises before translating, as described"`)
     const resolved = await operatorCall<{ status: string; client_refund: string | null }>(setup, `/api/v1/operator/disputes/${dispute.disputeId}/resolve`, { json: { resolution: "resolved_agent", notes: "works as described" } })
-    log(`dispute resolved: ${resolved.status} (client refund ${resolved.client_refund})`)
+    log(`  an operator resolves it for the agent (${resolved.status}): the capability's description says it summarises first, so the`)
+    log(`  output is what the client paid for; the client gets ${resolved.client_refund ?? "nothing"} back and the agents keep their earnings`)
 
     // 5. The translator's owner withdraws once the (devnet-short) hold has passed.
     const earned = await until("the translator's earnings available", () => translatorOwner.earnings(), (b) => toMicro(b.available) >= 1_000_000n, 45_000)
@@ -163,7 +177,8 @@ export const runDemo = async (setup: DemoSetup): Promise<DemoResult> => {
       platformRevenue,
       drift: BigInt(reconciliation.current.drift),
       treasuryOnChain: BigInt(reconciliation.current.chainBalance),
-      webhookEvents: received.map((e) => e.event),
+      webhookEvents: inOrder(received),
+      owedToAgents: toMicro(earnings.summariser.available) + toMicro(earnings.translator.available),
       earned: [
         ["Summariser", earnings.summariser.totalEarned, earnings.summariser.available],
         ["Translator", earnings.translator.totalEarned, earnings.translator.available]
@@ -179,11 +194,19 @@ export const runDemo = async (setup: DemoSetup): Promise<DemoResult> => {
 export const moneyTable = (result: DemoResult): Array<string> => {
   const pad = (s: string, n: number) => s.padEnd(n)
   const amount = (m: bigint) => (m >= 0n ? `+${fromMicro(m)}` : fromMicro(m)).padStart(12)
+  const sum = result.rows.reduce((total, r) => total + r.onChain, 0n)
+  const treasury = result.rows.find((r) => r.who === "treasury")?.onChain ?? 0n
   return [
+    "How each wallet's USDC moved during the demo. 'service says': what the service's own figures (call costs, fees,",
+    "the withdrawal) say the wallet gained (+) or spent (-); 'on chain': the change of its balance read from the token.",
+    "",
     `${pad("who", 22)}${"service says".padStart(12)}  ${"on chain".padStart(12)}`,
     ...result.rows.map((r) => `${pad(r.who, 22)}${amount(r.expected)}  ${amount(r.onChain)}${r.expected === r.onChain ? "  ✓" : "  ✗"}`),
+    `${pad("sum ", 22)}${"".padStart(12)}  ${amount(sum)}   (${sum === 0n ? "zero: money only moved between these wallets" : "NOT zero"})`,
+    "",
     ...result.earned.map(([agent, total, available]) => `${agent} earned ${total} USDC (85% of its price per call); ${available} left to withdraw`),
-    `platform revenue (2 registrations, fees, 15% cuts, withdrawal fee): ${fromMicro(result.platformRevenue)} USDC`,
+    `the treasury's ${fromMicro(treasury)} = platform revenue ${fromMicro(result.platformRevenue)} (2 registrations, per-call fees, 15% cuts,`,
+    `  the withdrawal fee) + ${fromMicro(result.owedToAgents)} still owed to the agents' owners${treasury === result.platformRevenue + result.owedToAgents ? "  ✓" : "  ✗"}`,
     `treasury on chain ${fromMicro(result.treasuryOnChain)} USDC = the ledger's treasury; reconciliation drift ${fromMicro(result.drift)}`
   ]
 }

@@ -1,4 +1,4 @@
-// `npm run demo`: starts the marketplace on its devnet (a fresh data directory, free ports, a 2-second earnings hold),
+// `npm run demo`: starts the marketplace on its devnet (a fresh data directory, free ports, earnings held 2 s, not 24 h),
 // runs the SDK demo against it (flow.ts), prints the money table, and stops everything it started.
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmod, mkdtemp, rm } from "node:fs/promises"
@@ -27,9 +27,17 @@ const freePort = () =>
     })
   })
 
+/** The devnet's earnings hold for the demo: seconds instead of a new agent's 24 h, so the owner can withdraw at once. */
+const HOLD_SECONDS = 2
+
 const healthy = async (baseUrl: string, service: ChildProcess, output: () => string) => {
   const deadline = Date.now() + 45_000
+  let said = Date.now()
   for (;;) {
+    if (Date.now() - said > 4_000) {
+      log("  still starting: bundling the service on a first run, then PostgreSQL, migrations, anvil and test USDC")
+      said = Date.now()
+    }
     if (service.exitCode !== null || service.signalCode !== null) throw new Error(`the service exited:\n${output()}`)
     if (Date.now() > deadline) throw new Error(`the service was not healthy within 45 s:\n${output()}`)
     const status = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) })
@@ -57,7 +65,7 @@ const main = async () => {
       DEVNET_PORT: String(devnetPort),
       DATA_DIR: dataDir,
       OPERATOR_TOKEN: operatorToken,
-      DEVNET_HOLD_SECONDS: "2",
+      DEVNET_HOLD_SECONDS: String(HOLD_SECONDS),
       LOG_LEVEL: "warn"
     },
     stdio: ["ignore", "pipe", "pipe"]
@@ -87,6 +95,7 @@ const main = async () => {
       summariserOwner: devAccount(1),
       translatorOwner: devAccount(2),
       client: devAccount(3),
+      holdSeconds: HOLD_SECONDS,
       log
     })
     console.log("")
