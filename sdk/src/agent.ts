@@ -6,6 +6,7 @@ import { createRequire } from "node:module"
 import type { ValidateFunction } from "ajv"
 import { MarketplaceError } from "./errors.js"
 import { joinUrl, request } from "./http.js"
+import { type Pricing, pricingWire, usageExpected, usageHeader } from "./pricing.js"
 import { checkMarketplaceRequest, keyCache, type MarketplaceKey } from "./requestSignature.js"
 
 const require = createRequire(import.meta.url)
@@ -38,23 +39,37 @@ export interface AgentContext {
    * @example const { output } = await ctx.hire(summariserId, "summarize", { text })
    */
   readonly hire: <O = JsonObject>(agentId: string, capabilityId: string, input: JsonObject) => Promise<HireResult<O>>
+  /**
+   * Reports what this call used, sent as `X-Usage-Units`: tokens for `per-token`, micro-USDC of agent fee for `dynamic`
+   * (at most the quote). Ignored for flat and `per-minute` pricing (the marketplace measures time itself).
+   * @example ctx.reportUsage(completion.usage.total_tokens)
+   */
+  readonly reportUsage: (units: number | bigint) => void
 }
 
-export interface CapabilityDefinition {
+interface CapabilityBase {
   readonly name?: string
   readonly description: string
-  /** Price per call in USDC, e.g. "0.01" (the client pays this plus the platform's 0.001). */
-  readonly price: string
   /** JSON Schema of the input (checked by the marketplace before payment, and again here). */
   readonly inputSchema?: JsonObject
   /** JSON Schema of the output (the marketplace checks your answers against it). */
   readonly outputSchema?: JsonObject
   /**
    * Runs one paid call; returns the output (a JSON object). Annotate `input` with your type: it has passed `inputSchema`.
+   * Metered capabilities report what the call used with `ctx.reportUsage(units)`.
    * (A method signature, so a handler declaring a narrower input type is accepted.)
    */
   handler(input: JsonObject, ctx: AgentContext): JsonObject | Promise<JsonObject>
 }
+
+/**
+ * One capability: a flat `price` per call in USDC (e.g. "0.01"; the client pays it plus the platform's 0.001), or a
+ * metered `pricing` (`per-token`, `per-minute`, `dynamic` with its quote handler), never both.
+ */
+export type CapabilityDefinition = CapabilityBase & (
+  | { readonly price: string; readonly pricing?: undefined }
+  | { readonly pricing: Pricing; readonly price?: undefined }
+)
 
 export interface AgentDefinition {
   /** The marketplace's base URL (its signing key and the hire endpoint are read from there). */
@@ -66,6 +81,8 @@ export interface AgentDefinition {
   /** For tests: the key to trust instead of fetching it, and the clock. */
   readonly trustedKey?: MarketplaceKey
   readonly now?: () => number
+  /** Where the agent reports what its owner should fix (a metered call answered without usage); default console.warn. */
+  readonly warn?: (message: string) => void
 }
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
@@ -89,11 +106,14 @@ const readBody = (req: IncomingMessage) =>
     req.on("error", reject)
   })
 
-const answer = (res: ServerResponse, status: number, body: unknown) => {
+const answer = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
   const text = JSON.stringify(body)
-  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) })
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers })
   res.end(text)
 }
+
+/** A capability's pricing, flat `price` included. */
+export const pricingOf = (c: CapabilityDefinition): Pricing => c.pricing ?? { model: "per-request", price: c.price }
 
 /** The registration's capabilities (the wire format of `POST /api/v1/agents`). */
 export const capabilitiesOf = (definition: AgentDefinition) =>
@@ -101,7 +121,7 @@ export const capabilitiesOf = (definition: AgentDefinition) =>
     id,
     name: c.name ?? id,
     description: c.description,
-    pricing: { model: "per-request", basePrice: c.price, currency: "USDC" },
+    pricing: pricingWire(pricingOf(c)),
     ...(c.inputSchema === undefined ? {} : { inputSchema: c.inputSchema }),
     ...(c.outputSchema === undefined ? {} : { outputSchema: c.outputSchema })
   }))
@@ -123,6 +143,7 @@ export const capabilitiesOf = (definition: AgentDefinition) =>
  */
 export const createAgent = (definition: AgentDefinition) => {
   const now = definition.now ?? Date.now
+  const warn = definition.warn ?? ((message: string) => console.warn(message))
   const trusted = definition.trustedKey
   const keys = keyCache(definition.marketplaceUrl)
   const keyFor = (keyId: string | undefined) => (trusted === undefined ? keys(keyId) : Promise.resolve(trusted))
@@ -157,6 +178,16 @@ export const createAgent = (definition: AgentDefinition) => {
       }
     }
 
+  /** A dynamic capability's price for this input (the marketplace asks before the payer pays; no work is done). */
+  const quote = async (res: ServerResponse, capabilityId: string, pricing: Pricing, input: JsonObject) => {
+    if (pricing.model !== "dynamic") return answer(res, 400, { error: `${capabilityId} is ${pricing.model}: it takes no quote requests` })
+    try {
+      return answer(res, 200, { price: await pricing.quote(input) })
+    } catch (error) {
+      return answer(res, 500, { error: error instanceof Error ? error.message : String(error) })
+    }
+  }
+
   const serve = async (req: IncomingMessage, res: ServerResponse) => {
     if (req.method !== "POST") return answer(res, 405, { error: "POST only" })
     let raw: Buffer
@@ -168,7 +199,7 @@ export const createAgent = (definition: AgentDefinition) => {
     const keyId = typeof req.headers["x-marketplace-key-id"] === "string" ? req.headers["x-marketplace-key-id"] : undefined
     const refusal = checkMarketplaceRequest(req.headers, raw, await keyFor(keyId), now())
     if (refusal !== undefined) return answer(res, 401, { error: refusal })
-    const body = JSON.parse(raw.toString("utf8")) as { requestId: string; capabilityId?: unknown; input?: unknown }
+    const body = JSON.parse(raw.toString("utf8")) as { requestId: string; capabilityId?: unknown; input?: unknown; quote?: unknown }
     const capabilityId = typeof body.capabilityId === "string" ? body.capabilityId : ""
     const capability = definition.capabilities[capabilityId]
     if (capability === undefined) return answer(res, 404, { error: `unknown capability ${JSON.stringify(capabilityId)}` })
@@ -178,14 +209,20 @@ export const createAgent = (definition: AgentDefinition) => {
     if (validate !== undefined && !validate(input)) {
       return answer(res, 400, { error: "input does not match the capability's inputSchema", issues: validate.errors ?? [] })
     }
+    const pricing = pricingOf(capability)
+    if (body.quote === true) return quote(res, capabilityId, pricing, input)
     const header = (name: string) => (typeof req.headers[name] === "string" ? (req.headers[name] as string) : undefined)
     const token = { current: header("x-chain-token") }
     const traceparent = header("traceparent")
-    const ctx: AgentContext = { requestId: body.requestId, capabilityId, traceparent, chainToken: token.current, hire: hireWith(token, traceparent) }
+    let usage: string | undefined
+    const reportUsage = (units: number | bigint) => void (usage = usageHeader(units))
+    const ctx: AgentContext = { requestId: body.requestId, capabilityId, traceparent, chainToken: token.current, hire: hireWith(token, traceparent), reportUsage }
     try {
       const output = await capability.handler(input, ctx)
       if (!isJsonObject(output)) return answer(res, 500, { error: "the handler must return a JSON object" })
-      return answer(res, 200, output)
+      const missing = usage === undefined && token.current === undefined ? usageExpected(pricing) : undefined
+      if (missing !== undefined) warn(`${definition.name}: ${capabilityId} is ${pricing.model} but its handler reported no usage (ctx.reportUsage): ${missing} (request ${body.requestId})`)
+      return answer(res, 200, output, usage === undefined ? {} : { "X-Usage-Units": usage })
     } catch (error) {
       return answer(res, 500, { error: error instanceof Error ? error.message : String(error) })
     }

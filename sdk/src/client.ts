@@ -2,6 +2,7 @@
 import { MarketplaceError } from "./errors.js"
 import { type Fetch, joinUrl, request } from "./http.js"
 import { type PayerOptions, payingFetch } from "./payments.js"
+import { fromMicro } from "./money.js"
 import { type ExecutionReceipt, receiptFromHeaders } from "./receipts.js"
 
 export interface MarketplaceOptions extends Omit<PayerOptions, "baseUrl"> {
@@ -18,6 +19,7 @@ export interface Execution<O = Record<string, unknown>> {
   readonly executionTime: number | null
   readonly cost?: { readonly agentFee: string; readonly platformFee: string; readonly total?: string }
   readonly settlement?: { readonly status: string; readonly txHash: string | null }
+  /** The transaction id (tx_…) a dispute names: on every paid answer (plain, metered, credit, chained). */
   readonly transactionId?: string
   readonly chain?: { readonly chainId: string; readonly depth: number; readonly remainingBudget: string; readonly status?: string; readonly refunded?: string }
   readonly error?: string
@@ -31,6 +33,10 @@ export interface ExecuteResult<O = Record<string, unknown>> extends Execution<O>
   readonly clientId: string | undefined
   /** The marketplace's signed receipt (check it with `verifyReceipt`); absent until the call completed and settled. */
   readonly receipt: ExecutionReceipt | undefined
+  /** From the receipt, in USDC: what the call cost the payer (usage of a metered call plus the platform fee)... */
+  readonly charged?: string
+  /** ...and what went back of the authorised maximum (`charged + returned` = what the payment authorised). */
+  readonly returned?: string
 }
 
 export interface ExecuteOptions {
@@ -159,10 +165,16 @@ export const marketplace = (options: MarketplaceOptions) => {
         },
         headers: opts.budget === undefined ? {} : { "X-Chain-Budget": opts.budget }
       })
-      const receipt = { paymentUsed: answer.headers.get("x-payment-used") ?? undefined, clientId: answer.headers.get("x-client-id") ?? undefined }
-      receipts.set(answer.data.requestId, receipt)
-      if (answer.data.transactionId !== undefined) receipts.set(answer.data.transactionId, receipt)
-      return { ...answer.data, ...receipt, receipt: receiptFromHeaders(answer.headers) }
+      const handles = { paymentUsed: answer.headers.get("x-payment-used") ?? undefined, clientId: answer.headers.get("x-client-id") ?? undefined }
+      receipts.set(answer.data.requestId, handles)
+      if (answer.data.transactionId !== undefined) receipts.set(answer.data.transactionId, handles)
+      const receipt = receiptFromHeaders(answer.headers)
+      return {
+        ...answer.data,
+        ...handles,
+        receipt,
+        ...(receipt === undefined ? {} : { charged: fromMicro(BigInt(receipt.charged)), returned: fromMicro(BigInt(receipt.returned)) })
+      }
     },
 
     /**

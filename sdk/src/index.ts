@@ -1,5 +1,5 @@
 // The SDK's public surface (the package's one entry point).
-export { createAgent, capabilitiesOf, type Agent, type AgentContext, type AgentDefinition, type CapabilityDefinition, type HireResult, type NodeHandler } from "./agent.js"
+export { createAgent, capabilitiesOf, pricingOf, type Agent, type AgentContext, type AgentDefinition, type CapabilityDefinition, type HireResult, type NodeHandler } from "./agent.js"
 export { agentOwner, type AgentOwner, type Balance, type HistoryItem, type OwnerOptions, type WithdrawAccepted, type Withdrawal } from "./owner.js"
 export {
   marketplace,
@@ -37,3 +37,4 @@ export { canonicalJson, contentSha256, receiptFromHeaders, verifyReceipt, type E
 export { walletAuthHeaders, type OwnerWallet } from "./walletAuth.js"
 export { payingFetch, type PayerOptions, type Wallet } from "./payments.js"
 export { fromMicro, toMicro } from "./money.js"
+export type { DynamicPricing, PerMinutePricing, PerRequestPricing, PerTokenPricing, Pricing } from "./pricing.js"

@@ -3,6 +3,12 @@ import type { AgentRecord, AgentResource } from "../../src/domain/Agent.js"
 import { healthBandOf } from "../../src/domain/Health.js"
 import { settlementPolicy } from "../../src/domain/Trust.js"
 
+const usageWarning = (w: { capabilityId: string; requestId: string; at: string }) => ({
+  code: "USAGE_NOT_REPORTED" as const,
+  ...w,
+  message: `${w.capabilityId} is priced per token but answered a paid call without X-Usage-Units: that call charged 0 tokens (the payer paid only the platform fee). Report the tokens used in the response header X-Usage-Units.`
+})
+
 export const toResource = (agent: AgentRecord): AgentResource => {
   const policy = settlementPolicy(agent.trustTier)
   return {
@@ -27,6 +33,7 @@ export const toResource = (agent: AgentRecord): AgentResource => {
     settlementDelay: policy.settlementDelay,
     chain_enabled: agent.chainSettings.chain_enabled,
     chainSettings: agent.chainSettings,
+    ...(agent.usageWarning === null ? {} : { warnings: [usageWarning(agent.usageWarning)] }),
     created_at: agent.createdAt.toISOString(),
     updated_at: agent.updatedAt.toISOString()
   }

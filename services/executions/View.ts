@@ -7,7 +7,7 @@ import { meteringView, type MeteringRow } from "./meteringView.js"
 
 export type ViewRow = Pick<
   ExecutionRow,
-  | "id" | "status" | "output" | "executionTimeMs" | "agentFee" | "platformFee" | "price" | "settlementState" | "settlementTxHash"
+  | "id" | "transactionId" | "status" | "output" | "executionTimeMs" | "agentFee" | "platformFee" | "price" | "settlementState" | "settlementTxHash"
   | "attempts" | "retryUntil" | "error" | "refundStatus" | "refundTxHash" | "paymentPurpose" | MeteringRow
 > & Partial<Pick<ExecutionRow, "escrowStatus">>
 
@@ -26,6 +26,8 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
   const showOutput = reveal && row.status === "completed" && settled && row.output !== null
   return {
     requestId: row.id,
+    // The holder of the payment header needs it to dispute the call (POST /api/v1/disputes), whatever paid for it.
+    ...(reveal ? { transactionId: row.transactionId } : {}),
     status: row.status,
     ...(showOutput ? { output: row.output } : {}),
     executionTime: row.executionTimeMs,

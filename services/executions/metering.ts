@@ -9,6 +9,8 @@ import type { Capability } from "../../src/domain/Agent.js"
 import { chargeFor, type Meter, meterOf, unitsOfDuration } from "../../src/domain/Pricing.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { restoreStatement } from "../limits/statements.js"
+import { clearUsageWarning, noteUsageMissing } from "../agents/usageWarning.js"
+import { Outbox } from "../outbox/Outbox.js"
 import { creditAccount, REMAINDERS_PAYABLE, RemaindersRepo } from "../remainders/Repo.js"
 import type { CallOutcome } from "./AgentCall.js"
 
@@ -47,6 +49,7 @@ interface MeteredRow {
   readonly payer: string
   readonly paymentId: string
   readonly agentId: string
+  readonly capabilityId: string
   readonly authorized: string | null
   readonly meterUnit: Meter["unit"] | null
   readonly unitPrice: string | null
@@ -61,6 +64,7 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
     const remainders = yield* RemaindersRepo
+    const outbox = yield* Outbox
 
     /**
      * Charges a metered execution whose agent answered, once (a second call finds `units_used` set and does nothing).
@@ -71,7 +75,7 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
       Effect.gen(function* () {
         if (!outcome.success || outcome.event.type !== "AGENT_SUCCEEDED") return
         const [row] = yield* sql<MeteredRow>`
-          SELECT payer, payment_id, agent_id, authorized::text, meter_unit, unit_price::text, max_units::text, quote::text, remainder_to, units_used::text
+          SELECT payer, payment_id, agent_id, capability_id, authorized::text, meter_unit, unit_price::text, max_units::text, quote::text, remainder_to, units_used::text
           FROM executions WHERE id = ${requestId} FOR UPDATE`
         if (row === undefined || row.authorized === null || row.meterUnit === null || row.unitsUsed !== null) return
         const meter: Meter = {
@@ -89,6 +93,11 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
           : reported === "over" ? meter.maxUnits + 1n
           : reported ?? (meter.unit === "micro-usdc" ? quote ?? meter.maxUnits : 0n)
         const c = chargeFor(meter, used, authorized, quote)
+        // A per-token call without a usage report earned the agent nothing: its record says so, its owner hears it.
+        if (meter.unit === "token" && reported === undefined) {
+          const noted = yield* noteUsageMissing(sql, row.agentId, row.capabilityId, requestId)
+          if (noted) yield* outbox.emitStatement("agent.usage_missing", row.agentId, { agentId: row.agentId, capabilityId: row.capabilityId, requestId, unitsCharged: "0" })
+        } else if (meter.unit === "token") yield* clearUsageWarning(sql, row.agentId, row.capabilityId)
         const remainderTo = row.remainderTo === "credit" && settled ? "credit" : "chain"
         yield* sql`UPDATE executions SET ${sql.update({
           price: c.charged.toString(),
@@ -117,5 +126,5 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
 
     return { charge } as const
   }),
-  dependencies: [Ledger.Default, RemaindersRepo.Default]
+  dependencies: [Ledger.Default, RemaindersRepo.Default, Outbox.Default]
 }) {}

@@ -26,6 +26,7 @@ export type EventType =
   | "chain.partial_failure"
   | "chain.budget_warning"
   | "chain.depth_limit"
+  | "agent.usage_missing"
 
 export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {

@@ -15,7 +15,8 @@ export const WEBHOOK_EVENTS = [
   "chain.completed",
   "chain.partial_failure",
   "chain.budget_warning",
-  "chain.depth_limit"
+  "chain.depth_limit",
+  "agent.usage_missing"
 ] as const
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]
 

@@ -178,6 +178,15 @@ const agentFields = {
   metadata: Schema.NullOr(Json),
 } as const
 
+/** The last paid call of a per-token capability answered without `X-Usage-Units` (noted at most once an hour). */
+export const UsageWarning = Schema.Struct({
+  code: Schema.Literal("USAGE_NOT_REPORTED"),
+  capabilityId: Schema.String,
+  requestId: Schema.String,
+  at: Schema.String,
+  message: Schema.String
+}).annotations({ identifier: "UsageWarning" })
+
 export const AgentResource = Schema.Struct({
   ...agentFields,
   status: AgentStatus,
@@ -195,6 +204,8 @@ export const AgentResource = Schema.Struct({
   settlementDelay: Schema.NullOr(Schema.String),
   chain_enabled: Schema.Boolean,
   chainSettings: StoredChainSettings,
+  /** What the owner should fix: a per-token capability answered a paid call without reporting usage (it earned 0 tokens). */
+  warnings: Schema.optional(Schema.Array(UsageWarning)),
   created_at: Schema.String,
   updated_at: Schema.String
 }).annotations({ identifier: "Agent" })
@@ -217,6 +228,7 @@ export const AgentRecord = Schema.Struct({
   trustTierOverride: Schema.NullOr(TrustTier),
   completedExecutions: Schema.BigInt,
   registrationTxHash: Schema.NullOr(Schema.String),
+  usageWarning: Schema.optionalWith(Schema.NullOr(Schema.Struct({ capabilityId: Schema.String, requestId: Schema.String, at: Schema.String })), { default: () => null }),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 })

@@ -85,7 +85,7 @@ export const ExecutionView = Schema.Struct({
   error: Schema.optional(Schema.String),
   refund: Schema.optional(Schema.Struct({ status: Schema.String, txHash: Schema.NullOr(Schema.String) })),
   message: Schema.optional(Schema.String),
-  /** Chained calls (the root's included): the transaction id (tx_…) and the chain. */
+  /** For the holder of the payment header (and on every chained call): the transaction id (tx_…) a dispute names. */
   transactionId: Schema.optional(Schema.String),
   chain: Schema.optional(ChainInfo),
   /** Executions with a callbackUrl/webhookUrl, for the holder of the payment header: how the result post went. */

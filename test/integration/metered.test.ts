@@ -152,10 +152,22 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(some.metering).toMatchObject({ unitsUsed: "2500", capped: false, charged: "0.006000", returned: "0.015000" })
       expect(over.metering).toMatchObject({ unitsUsed: "10000", capped: true, charged: "0.021000", returned: "0.000000" })
       expect(unreported.metering).toMatchObject({ unitsUsed: "0", charged: "0.001000" })
+      // The owner is told: the agent's view carries the warning, and one agent.usage_missing event names the call.
+      const { baseUrl, sql: db } = yield* TestEnv
+      const view = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
+      expect(view.body.data.warnings).toEqual([expect.objectContaining({ code: "USAGE_NOT_REPORTED", capabilityId: "tokens", requestId: unreported.requestId })])
+      const missing = yield* db<{ payload: { requestId: string } }>`SELECT payload FROM outbox_events WHERE event_type = 'agent.usage_missing' AND agent_id = ${agentId}::uuid`
+      expect(missing.map((e) => e.payload.requestId)).toEqual([unreported.requestId])
+      // A second omission within the hour is not announced again; a reported call lifts the warning.
+      const again = yield* meteredCall(payer, agentId, "tokens", {})
+      expect((yield* db<{ n: number }>`SELECT count(*)::int AS n FROM outbox_events WHERE event_type = 'agent.usage_missing' AND agent_id = ${agentId}::uuid`)[0]?.n).toBe(1)
+      const reported = yield* meteredCall(payer, agentId, "tokens", { units: "1" })
+      const lifted = yield* Effect.promise(() => call(`${baseUrl}/api/v1/agents/${agentId}`))
+      expect(lifted.body.data.warnings).toBeUndefined()
       expect(some.receipt).toMatchObject({ unit: "token", unitPrice: "2000", authorized: "21000", charged: "6000", returned: "15000", platformFee: "1000" })
       const calls = [none, some, over, unreported]
-      yield* remaindersConfirmed(calls.map((c) => c.requestId))
-      const charged = calls.reduce((sum, c) => sum + BigInt(c.receipt.charged), 0n)
+      yield* remaindersConfirmed([...calls, again, reported].map((c) => c.requestId))
+      const charged = [...calls, again, reported].reduce((sum, c) => sum + BigInt(c.receipt.charged), 0n)
       expect(before - (yield* balance(payer))).toBe(charged)
       // The agent earned 85% of the agent fees (premium: released at once).
       const { sql } = yield* TestEnv

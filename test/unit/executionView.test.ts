@@ -3,6 +3,7 @@ import { forCallback, forClient, type ViewRow } from "../../services/executions/
 
 const row = (overrides: Partial<ViewRow> = {}): ViewRow => ({
   id: "req_1",
+  transactionId: "tx_1",
   status: "completed",
   output: { answer: 42 },
   executionTimeMs: 120,
@@ -21,8 +22,9 @@ const row = (overrides: Partial<ViewRow> = {}): ViewRow => ({
 
 describe("execution views", () => {
   it("show output and cost only to the holder of the payment header, and only once the payment settled", () => {
-    expect(forClient(row(), true)).toMatchObject({ output: { answer: 42 }, cost: { agentFee: "0.010000", platformFee: "0.001000", total: "0.011000" } })
+    expect(forClient(row(), true)).toMatchObject({ transactionId: "tx_1", output: { answer: 42 }, cost: { agentFee: "0.010000", platformFee: "0.001000", total: "0.011000" } })
     const stranger = forClient(row(), false)
+    expect(stranger.transactionId).toBeUndefined()
     expect(stranger.output).toBeUndefined()
     expect(stranger.cost).toBeUndefined()
     expect(stranger.message).toMatch(/X-PAYMENT/)
