@@ -28,6 +28,13 @@ export const readQuote = (body: unknown, maxPrice: bigint): { readonly price: bi
   return { price: parsed.value }
 }
 
+/** A whole-number setting of at least `min`, refused at start otherwise. */
+const atLeast = (name: string, min: number, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a whole number of at least ${min}`, validation: (n) => n >= min }),
+    Config.withDefault(fallback)
+  )
+
 /** Retry-After (seconds) for a payer who found every slot of the agent held by other payers. */
 const BUSY_RETRY_SECONDS = 1
 
@@ -41,12 +48,14 @@ export class Quotes extends Effect.Service<Quotes>()("executions/Quotes", {
       ttlMs: yield* Config.integer("QUOTE_CACHE_MS").pipe(Config.withDefault(30_000)),
       maxEntries: 10_000
     })
+    const maxInFlightPerAgent = yield* atLeast("QUOTE_MAX_IN_FLIGHT", 1, 16)
     const admission = makeQuoteAdmission({
-      maxInFlightPerAgent: yield* Config.integer("QUOTE_MAX_IN_FLIGHT").pipe(Config.withDefault(16)),
-      maxUnverifiedInFlightPerAgent: yield* Config.integer("QUOTE_UNVERIFIED_IN_FLIGHT").pipe(Config.withDefault(4)),
-      maxInFlightPerClient: yield* Config.integer("QUOTE_CLIENT_IN_FLIGHT").pipe(Config.withDefault(2)),
-      perClientPerWindow: yield* Config.integer("QUOTE_CLIENT_PER_WINDOW").pipe(Config.withDefault(30)),
-      windowMs: 1_000 * (yield* Config.integer("QUOTE_WINDOW_SECONDS").pipe(Config.withDefault(60))),
+      maxInFlightPerAgent,
+      // 0: unpaid requests never ask a quote (their 402 names the maximum).
+      maxUnverifiedInFlightPerAgent: Math.min(maxInFlightPerAgent, yield* atLeast("QUOTE_UNVERIFIED_IN_FLIGHT", 0, 4)),
+      maxInFlightPerClient: yield* atLeast("QUOTE_CLIENT_IN_FLIGHT", 1, 2),
+      perClientPerWindow: yield* atLeast("QUOTE_CLIENT_PER_WINDOW", 1, 30),
+      windowMs: 1_000 * (yield* atLeast("QUOTE_WINDOW_SECONDS", 1, 60)),
       maxClients: 100_000,
       quoteTimeoutMs: timeoutMs
     })
@@ -60,7 +69,7 @@ export class Quotes extends Effect.Service<Quotes>()("executions/Quotes", {
         details: { limit, retryAfterSeconds }
       })
 
-    /** Asks the agent (admitted: `slot` is released when it answered or failed) and caches a usable quote. */
+    /** Asks the agent (admitted: `release` runs once it answered or failed) and caches a usable quote. */
     const ask = (agent: AgentRecord, capability: Capability, input: unknown, maxUnits: bigint, key: string, release: () => void) =>
       Effect.gen(function* () {
         const reply = yield* proxy.call({ agentId: agent.id, url: agent.endpoints.execution, requestId: newId("quo"), capabilityId: capability.id, input, timeoutMs, quote: true }).pipe(
