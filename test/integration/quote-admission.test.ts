@@ -22,10 +22,10 @@ const QUOTED_MAX = 51_000n // 0.001 fee + maxPrice 0.05
 
 type Answer = Awaited<ReturnType<typeof call>>
 
-/** Polls (an outside server's state, not a machine's clock) until `done`, at most ~10 s. */
+/** Polls (an outside server's state, not a machine's clock) until `done`, at most ~30 s. */
 const until = (done: () => boolean) =>
   Effect.gen(function* () {
-    for (let i = 0; i < 500 && !done(); i++) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+    for (let i = 0; i < 1_500 && !done(); i++) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
     if (!done()) return yield* Effect.dieMessage("condition not reached in time")
   })
 
@@ -39,13 +39,13 @@ layer(TestApp({ TRUST_PROXY: "true", QUOTE_CLIENT_PER_WINDOW: "5", QUOTE_WINDOW_
     const agent = yield* Effect.promise(startMeteredAgent)
     const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium", capabilities: [quoted] })
     shared = { agent, agentId }
-    // Whatever a test leaves held is answered when it ends.
     return shared
   })
   const setUp = Effect.gen(function* () {
     const env = yield* TestEnv
     const { baseUrl } = env
     const { agent, agentId } = yield* agentOnce
+    // Whatever a test leaves held is answered when it ends.
     yield* Effect.addFinalizer(() => Effect.sync(agent.releaseQuotes))
     const url = `${baseUrl}/api/v1/execute`
     const body = (input: Record<string, unknown>) => ({ targetAgentId: agentId, capabilityId: "quoted", input })
