@@ -15,7 +15,7 @@ export interface QuoteAdmissionOptions {
   /** Most quote requests (that reach an agent) one client causes per window, all agents together. */
   readonly perClientPerWindow: number
   readonly windowMs: number
-  /** Most clients counted in one window; a new client past it is answered as if its pool were full. */
+  /** Most clients counted in one window; a new unverified client past it is answered as if its share were taken. */
   readonly maxClients: number
   /** When a slot held by the client itself frees at the latest (the quote timeout), for Retry-After. */
   readonly quoteTimeoutMs: number
@@ -72,7 +72,8 @@ export const makeQuoteAdmission = (options: QuoteAdmissionOptions) => {
     }
     const client = clientKey(caller)
     const counted = counts.get(client)
-    if (counted === undefined && counts.size >= options.maxClients) return { _tag: "Busy" }
+    // Past maxClients a new unverified client is answered busy; a payer is always counted (each needs funds).
+    if (counted === undefined && !caller.verified && counts.size >= options.maxClients) return { _tag: "Busy" }
     if ((counted ?? 0) >= options.perClientPerWindow) {
       return { _tag: "OverLimit", limit: "rate", retryAfterSeconds: Math.max(1, Math.ceil((start + options.windowMs - now) / 1000)) }
     }

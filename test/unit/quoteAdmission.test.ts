@@ -63,7 +63,7 @@ describe("quote admission", () => {
     expect(gate.admit("a1", anon(wallet), 0)._tag).toBe("Admitted")
   })
 
-  it("an IPv6 address counts by its /64 (IPv4-mapped addresses as IPv4); past maxClients a new client is answered busy", () => {
+  it("an IPv6 address counts by its /64 (IPv4-mapped addresses as IPv4); past maxClients a new unverified client is answered busy, a payer still counted", () => {
     expect(addressKey("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64")
     expect(addressKey("2001:0db8:0001:0002:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64")
     expect(addressKey("2001:db8::1")).toBe("2001:db8:0:0::/64")
@@ -75,5 +75,6 @@ describe("quote admission", () => {
     expect(gate.admit("a1", anon("2001:db8:1:2::3"), 0)._tag).toBe("OverLimit")
     expect(gate.admit("a1", anon("10.0.0.1"), 0)._tag).toBe("Admitted")
     expect(gate.admit("a1", anon("10.0.0.2"), 0)._tag).toBe("Busy")
+    expect(gate.admit("a1", payer("0x0000000000000000000000000000000000000001"), 0)._tag).toBe("Admitted")
   })
 })
