@@ -15,7 +15,7 @@ import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { CreditFunding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { quoteOf } from "../../src/domain/Pricing.js"
+import { meterOf, quoteOf } from "../../src/domain/Pricing.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
@@ -66,9 +66,9 @@ export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(func
 
   return (req: ExecuteRequest, funding: CreditFunding, ctx: ExecuteContext) =>
     Effect.gen(function* () {
-      // 1. Admit: the same checks as an x402 call; a metered capability holds its maximum (a dynamic one's quote first).
+      // 1. Admit: the same checks as an x402 call; a metered capability holds its maximum (a dynamic one's quote is asked
+      // once the spend verified).
       const { agent, capability, callbackUrl } = yield* check(req)
-      const quote = yield* quotes.quote(agent, capability, req.input)
       const { agentFee, price } = quoteOf(capability, "x402")
       // A refusal is the 402 challenge of this call (so the payer may pay with x402 instead), with the reason.
       const priced = paywall.price({ amount: price, resource: `${config.publicBaseUrl}/api/v1/execute`, description: `${agent.name}: ${capability.name}` })
@@ -81,6 +81,11 @@ export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(func
 
       // 2. Fund: the signed spend for this very call (agent, capability, input, at most maxAmount, before validBefore).
       const spend = yield* spends.verify(funding.header, { agentId: agent.id, capabilityId: capability.id, input: req.input, price }).pipe(Effect.mapError(refuse))
+      // A dynamic capability's quote only for a payer whose credit covers the call (read, not locked: the reservation
+      // checks again), under that payer's own limits: a signature from an empty wallet takes no payer's quote slot.
+      const quote = meterOf(capability.pricing).unit === "micro-usdc"
+        ? yield* Effect.zipRight(spends.covers(spend.payer, price).pipe(Effect.mapError(refuse)), quotes.forPayer(agent, capability, req.input, spend.payer))
+        : undefined
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
       const giveBack = yield* rateLimits.admit(agent.id, spend.payer, ctx.limits, "charged")
       const payment: PaymentUse = { header: funding.header.trim(), version: 2, payer: spend.payer, network: paywall.caip2, settlementTxHash: null, receipt: null, funding: "credit" }

@@ -8,6 +8,11 @@ export interface ExecuteContext {
   readonly async: boolean
   /** Where the rate-limit windows are noted once counted, for X-RateLimit-* on whatever answer follows. */
   readonly limits?: LimitsSeen | undefined
+  /**
+   * The caller's address (the proxy's X-Forwarded-For only with TRUST_PROXY): who an unpaid request's quote counts
+   * against (quoteAdmission.ts). None (MCP): an unpaid request asks no quote.
+   */
+  readonly client?: string | undefined
   /** X-Remainder: where a metered call's unused authorisation goes (default: back on chain). */
   readonly remainder?: RemainderTo | undefined
 }

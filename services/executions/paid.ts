@@ -94,26 +94,26 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
     Effect.gen(function* () {
       // 1. Admit.
       const { agent, capability, callbackUrl } = yield* check(req)
-      // A metered capability's payment authorises its maximum (src/domain/Pricing.ts); a dynamic one's quote first. A
-      // chain's root buys a budget, and a chain's calls keep flat pricing (basePrice per call): metering is for calls
-      // paid on their own.
+      // A metered capability's payment authorises its maximum (src/domain/Pricing.ts), whatever a dynamic one's agent
+      // quotes; so the payment is verified before that quote is asked, and strangers cannot make a payer wait for one
+      // (quote.ts). A chain's root buys a budget, and a chain's calls keep flat pricing (basePrice per call): metering is
+      // for calls paid on their own.
       const metered = funding.budget === undefined
-      const quote = metered ? yield* quotes.quote(agent, capability, req.input) : undefined
       const { agentFee, price } = quoteOf(capability, metered ? "x402" : "chain")
       const chain = funding.budget === undefined
         ? Option.none<PlannedBudget>()
         : Option.some(yield* funding.budget.plan(agent, price, ctx.async || callbackUrl !== undefined))
+      const charge = (quote: bigint | undefined) => ({
+        amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
+        resource: `${config.publicBaseUrl}/api/v1/execute`,
+        description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${
+          metered && isMetered(capability.pricing) ? ` (metered: at most ${formatUsdc(price)}${quote === undefined ? "" : `, quoted ${formatUsdc(priceOf(quote))}`}, the rest goes back)` : ""}`
+      })
+      // Unpaid: the challenge, naming the agent's quote when one can be had without taking a payer's place.
+      const unpaid = funding.payment === undefined && metered ? yield* quotes.forChallenge(agent, capability, req.input, ctx.client) : undefined
 
       // 2. Fund: an x402 payment of exactly the price, or of the whole budget for a chain's root.
-      const { payment: verified, presentation, priced } = yield* paywall.charge(
-        {
-          amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
-          resource: `${config.publicBaseUrl}/api/v1/execute`,
-          description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${
-            metered && isMetered(capability.pricing) ? ` (metered: at most ${formatUsdc(price)}${quote === undefined ? "" : `, quoted ${formatUsdc(priceOf(quote))}`}, the rest goes back)` : ""}`
-        },
-        funding.payment
-      )
+      const { payment: verified, presentation, priced: paidFor } = yield* paywall.charge(charge(unpaid), funding.payment)
       // The payment is verified, not settled: a refused callback host charges nothing.
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
       // Rate limits key on the verified payer: a claimed address in an unverified header cannot spend another's window.
@@ -133,6 +133,10 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
         const existing = yield* repo.findIdempotent(verified.payer, idempotencyKey)
         if (Option.isSome(existing)) return yield* orRepeat(req, funding, yield* admitRepeat, existing.value, requestHash, payment)
       }
+
+      // The quote of a dynamic capability, under the verified payer's own limits (none for a repeat: it is not charged).
+      const quote = metered ? yield* quotes.forPayer(agent, capability, req.input, verified.payer) : undefined
+      const priced = quote === undefined ? paidFor : paywall.price(charge(quote))
 
       // 3. Reserve. Everything the accepted payment causes, as ONE statement (atomic on its own, one round trip): the
       // reservation, the execution with its machine snapshot, the escrow, the ledger hold, the outbox event, the

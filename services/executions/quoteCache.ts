@@ -1,6 +1,6 @@
-// Bounds the quote requests an unpaying caller can cause (a dynamic capability's quote is asked before payment): a
-// short cache of quotes by (agent, capability, input hash), and a cap on quote requests in flight per agent. Pure and
-// synchronous (the caller passes the time); one per process. docs/decisions.md "Bounded quotes before payment".
+// A short cache of dynamic capabilities' quotes by (agent, capability, input hash): the same request asks its agent
+// once (who may ask at all: quoteAdmission.ts). Pure and synchronous (the caller passes the time); one per process.
+// docs/decisions.md "Bounded quotes before payment".
 import { createHash } from "node:crypto"
 import { canonicalJson } from "../../src/domain/Json.js"
 
@@ -9,8 +9,6 @@ export interface QuoteCacheOptions {
   readonly ttlMs: number
   /** Most quotes kept (the oldest go first). */
   readonly maxEntries: number
-  /** Most quote requests in flight to one agent at a time; more are refused without calling it. */
-  readonly maxInFlightPerAgent: number
 }
 
 export const quoteKey = (agentId: string, capabilityId: string, input: unknown) =>
@@ -18,7 +16,6 @@ export const quoteKey = (agentId: string, capabilityId: string, input: unknown) 
 
 export const makeQuoteCache = (options: QuoteCacheOptions) => {
   const quotes = new Map<string, { readonly price: bigint; readonly until: number }>()
-  const inFlight = new Map<string, number>()
 
   /** A quote given for the same request less than `ttlMs` ago. */
   const get = (key: string, now: number): bigint | undefined => {
@@ -42,19 +39,5 @@ export const makeQuoteCache = (options: QuoteCacheOptions) => {
     }
   }
 
-  /** Takes a slot for a quote request to `agentId`; false when its agent already has the most in flight. */
-  const acquire = (agentId: string): boolean => {
-    const n = inFlight.get(agentId) ?? 0
-    if (n >= options.maxInFlightPerAgent) return false
-    inFlight.set(agentId, n + 1)
-    return true
-  }
-
-  const release = (agentId: string) => {
-    const n = (inFlight.get(agentId) ?? 1) - 1
-    if (n <= 0) inFlight.delete(agentId)
-    else inFlight.set(agentId, n)
-  }
-
-  return { get, put, acquire, release, size: () => quotes.size } as const
+  return { get, put, size: () => quotes.size } as const
 }

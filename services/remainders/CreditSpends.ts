@@ -124,6 +124,17 @@ export class CreditSpends extends Effect.Service<CreditSpends>()("remainders/Cre
         } satisfies CreditSpend
       })
 
+    const short = (credit: bigint, amount: bigint) =>
+      new CreditRefused({
+        reason: "insufficient_credit",
+        message: `the credit (${formatUsdc(credit)} USDC) does not cover this call (${formatUsdc(amount)} USDC); nothing was charged`,
+        details: { credit: formatUsdc(credit) }
+      })
+
+    /** Whether the payer's credit covers `amount` now (read without a lock: `take` decides under it). */
+    const covers = (wallet: string, amount: bigint) =>
+      Effect.flatMap(repo.creditOf(wallet, false).pipe(Effect.orDie), (credit) => (credit >= amount ? Effect.void : Effect.fail(short(credit, amount))))
+
     /**
      * Inside the reservation's transaction: locks the payer's credit account and refuses when it holds less than
      * `amount` (concurrent spends serialise on the lock, each sees what the previous left). The caller moves the money.
@@ -131,17 +142,11 @@ export class CreditSpends extends Effect.Service<CreditSpends>()("remainders/Cre
     const take = (wallet: string, amount: bigint) =>
       Effect.gen(function* () {
         const credit = yield* repo.creditOf(wallet, true)
-        if (credit < amount) {
-          return yield* new CreditRefused({
-            reason: "insufficient_credit",
-            message: `the credit (${formatUsdc(credit)} USDC) does not cover this call (${formatUsdc(amount)} USDC); nothing was charged`,
-            details: { credit: formatUsdc(credit) }
-          })
-        }
+        if (credit < amount) return yield* short(credit, amount)
         return credit
       })
 
-    return { verify, take } as const
+    return { verify, covers, take } as const
   }),
   dependencies: [RemaindersRepo.Default]
 }) {}

@@ -78,11 +78,13 @@ export const ErrorCodes = {
   RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
   DISPUTE_LIMIT_REACHED: { status: 429, meaning: "A client may file at most 10 disputes per calendar month (UTC)." },
   OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); no token is checked until Retry-After (details.retryAfterSeconds)." },
+  QUOTE_RATE_LIMITED: { status: 429, meaning: "This client (a verified payer, or else its address) asked for too many dynamic quotes: details.limit is `in_flight` (QUOTE_CLIENT_IN_FLIGHT to this agent) or `rate` (QUOTE_CLIENT_PER_WINDOW in QUOTE_WINDOW_SECONDS); nothing was charged and the agent was not asked. See Retry-After." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },
   QUOTE_FAILED: { status: 502, meaning: "A dynamic capability's quote call failed, was malformed or asked more than the capability's maxPrice; nothing was charged." },
   SETTLEMENT_FAILED: { status: 502, meaning: "The on-chain settlement of the payment failed; nothing was charged." },
   AGENT_UNAVAILABLE: { status: 503, meaning: "The agent's circuit breaker is open; nothing was charged. Retry-After says when it will be tried again." },
+  QUOTE_BUSY: { status: 503, meaning: "Every quote slot of this agent is held by other verified payers (each limited to QUOTE_CLIENT_IN_FLIGHT); nothing was charged and the agent was not asked. See Retry-After." },
   SERVICE_UNAVAILABLE: { status: 503, meaning: "A dependency (database or chain) is not reachable right now; nothing was charged." },
   EXECUTION_TIMEOUT: { status: 504, meaning: "The agent did not answer within the execution timeout; the payment is held for a retry." }
 } as const satisfies Record<string, { readonly status: number; readonly meaning: string }>
@@ -195,12 +197,12 @@ export const UnsupportedMediaTypeResponse = envelope(UnsupportedMediaType, "Unsu
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields("INTERNAL_ERROR")) {}
 export const InternalErrorResponse = envelope(InternalError, "InternalError", InternalError.fields.code, 500)
 
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED", "DISPUTE_LIMIT_REACHED", "OPERATOR_AUTH_THROTTLED")) {}
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", fields("RATE_LIMITED", "DISPUTE_LIMIT_REACHED", "OPERATOR_AUTH_THROTTLED", "QUOTE_RATE_LIMITED")) {}
 export const RateLimitedResponse = envelope(RateLimited, "RateLimited", RateLimited.fields.code, 429)
 
 export class Unavailable extends Schema.TaggedError<Unavailable>()(
   "Unavailable",
-  fields("AGENT_UNAVAILABLE", "SERVICE_UNAVAILABLE")
+  fields("AGENT_UNAVAILABLE", "SERVICE_UNAVAILABLE", "QUOTE_BUSY")
 ) {}
 export const UnavailableResponse = envelope(Unavailable, "Unavailable", Unavailable.fields.code, 503)
 

@@ -1,6 +1,6 @@
 // Handlers of /api/v1/execute: map outcomes to 200/202 and failed executions to 502/504, and turn what the service
 // returns (the payment used, its settlement, rate-limit windows) into the execution headers.
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Option, Ref } from "effect"
 import { noteOnRequestLine } from "../../layers/observability/requests.js"
 import { presentedFromHeaders, proofsFromHeaders } from "../../layers/x402/credential.js"
@@ -145,9 +145,10 @@ export const ExecutionHttpLive = HttpApiBuilder.group(Api, "execution", (handler
       )
     return handlers
       .handle("execute", ({ headers, payload, urlParams }) =>
-        Effect.flatMap(Ref.make(Option.none<Remaining>()), (limits) => Effect.flatMap(
+        Effect.flatMap(Effect.all([Ref.make(Option.none<Remaining>()), HttpServerRequest.HttpServerRequest]), ([limits, request]) => Effect.flatMap(
           fundingOf(payload, headers, urlParams.async === "true"),
-          (funding) => executions.execute(payload, funding, { async: urlParams.async === "true", remainder: headers["x-remainder"], limits })
+          // The client's address (X-Forwarded-For only with TRUST_PROXY) is who an unpaid request's quote counts against.
+          (funding) => executions.execute(payload, funding, { async: urlParams.async === "true", remainder: headers["x-remainder"], limits, client: Option.getOrElse(request.remoteAddress, () => "unknown") })
         ).pipe(
           Effect.tap((outcome) =>
             outcome.payment !== null

@@ -1,7 +1,8 @@
 // A fake agent for metered capabilities: the input says what to answer. A quote request (`"quote": true` in the body)
 // answers `{price: input.quote}`; a call waits `input.delayMs`, then answers `{ok: true, echo: input}` with
 // `X-Usage-Units: input.units` when the input has `units` (a string, sent as is); the first call with a given
-// `input.failFirst` answers 500.
+// `input.failFirst` answers 500. A quote request whose input has `holdQuote: true` is held (a slow quote) until
+// `releaseQuotes()` answers it.
 import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -13,18 +14,31 @@ export interface MeteredAgent {
   readonly calls: Array<unknown>
 }
 
+/** Quotes held (`holdQuote: true`), answered when released. */
+interface Held {
+  readonly input: unknown
+  readonly answer: () => void
+}
+
 export const startMeteredAgent = async () => {
     const quotes: Array<unknown> = []
     const calls: Array<unknown> = []
     const failed = new Set<string>()
+    const held: Array<Held> = []
+    /** Answers every quote held now. */
+    const releaseQuotes = () => {
+      for (const h of held.splice(0)) h.answer()
+    }
     const server = http.createServer((req, res) => {
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {
-        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { quote?: boolean; input: { quote?: string; units?: string; delayMs?: number; failFirst?: string } }
+        const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { quote?: boolean; input: { quote?: string; units?: string; delayMs?: number; failFirst?: string; holdQuote?: boolean } }
         if (body.quote === true) {
           quotes.push(body.input)
-          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ price: body.input.quote ?? "0.02" }))
+          const answer = () => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ price: body.input.quote ?? "0.02" }))
+          if (body.input.holdQuote === true) held.push({ input: body.input, answer })
+          else answer()
           return
         }
         calls.push(body.input)
@@ -43,7 +57,7 @@ export const startMeteredAgent = async () => {
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
     const { port } = server.address() as AddressInfo
     const close = () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) })
-    return { url: `http://127.0.0.1:${port}/run`, quotes, calls, close } as const
+    return { url: `http://127.0.0.1:${port}/run`, quotes, calls, held: () => held.length, releaseQuotes, close } as const
 }
 
 /** The agent for one scope. */
