@@ -65,7 +65,7 @@ const header = async () => {
 }
 
 const verifyWith = async (chain: ChainShape) =>
-  Effect.runPromise(Effect.either(makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000 }).verify(await header(), PRICE)))
+  Effect.runPromise(Effect.either(makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000, deploySeconds: 60 }).verify(await header(), PRICE)))
 
 describe("the verification's token reads", () => {
   it("reads both in one batch (no viem request), and refuses a payer whose balance is short", async () => {
@@ -91,7 +91,7 @@ describe("the verification's token reads", () => {
       tried++
       throw new BatchRefused("no batches here")
     }, viemCalls, PRICE)
-    const verify = makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000 }).verify
+    const verify = makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000, deploySeconds: 60 }).verify
     for (let i = 0; i < 2; i++) expect(Either.isRight(await Effect.runPromise(Effect.either(verify(await header(), PRICE))))).toBe(true)
     expect(tried).toBe(1)
     expect(viemCalls.n).toBe(4)
