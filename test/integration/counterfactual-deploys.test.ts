@@ -4,7 +4,10 @@
 // settlement is refused up front. Treasury transactions are counted from the database and their gas from the chain.
 import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import { getAddress, type Hex } from "viem"
+import { createTestClient, getAddress, type Hex, http } from "viem"
+import { inject } from "vitest"
+import type { VerifiedPayment } from "../../layers/x402/payment.js"
+import { Payments } from "../../services/payments/Payments.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
@@ -124,5 +127,57 @@ layer(TestApp({
       const paid = yield* executeWith(enough.header, echo.id, "enough")
       expect([paid.status, paid.body.data?.settlement?.status], JSON.stringify(paid.body)).toEqual([200, "settled"])
       expect(yield* Effect.promise(() => hasCode(account.address))).toBe(true)
+    }), { timeout: 120_000 })
+})
+
+/** The devnet stops mining when the watched payer's settlement starts (its deployment then waits in the mempool). */
+const anvil = () => createTestClient({ mode: "anvil", transport: http(inject("rpcUrl")) })
+let stallFor: string | undefined
+const stallMining = (p: VerifiedPayment) =>
+  Effect.suspend(() => (p.payer !== stallFor ? Effect.void : Effect.promise(() => anvil().setAutomine(false))))
+
+layer(TestApp({
+  BACKGROUND_WORKERS: "false",
+  PAYMENT_TIMEOUT_SECONDS: "900",
+  TREASURY_RECEIPT_WAIT_MS: "300",
+  X402_EIP6492_ALLOWED_FACTORIES: FACTORY
+}, { faults: { beforeSettle: stallMining } }))("a counterfactual payer whose deployment is not mined in time", (it) => {
+  it.scoped("the agent is not called; once the deployment is mined the payment settles once and the agent is still not called (the failed call holds the money for its refund)", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      yield* Effect.addFinalizer(() => Effect.promise(() => anvil().setAutomine(true)))
+      if (!(yield* Effect.promise(() => hasCode(FACTORY)))) expect(getAddress(yield* Effect.promise(deployFactory))).toBe(FACTORY)
+      const { baseUrl, sql } = yield* TestEnv
+      const echo = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(6), echo.url, { tier: "premium" })
+      const account = yield* Effect.promise(() => smartAccount(FACTORY, { deployed: false, usdc: PRICE }))
+      const { header, nonce } = yield* Effect.promise(() => smartPayment(account, PRICE))
+      stallFor = account.address.toLowerCase()
+      const answer = yield* Effect.promise(() =>
+        call(`${baseUrl}/api/v1/execute`, { method: "POST", json: { targetAgentId: agentId, capabilityId: "echo", input: { text: "stalled" } }, headers: { "X-PAYMENT": header } }))
+      stallFor = undefined
+      expect(answer.status, JSON.stringify(answer.body)).not.toBe(200)
+      expect(JSON.stringify(answer.body)).toContain("the agent was not called")
+      expect(echo.calls).toHaveLength(0)
+      const deploys = sql<{ state: string }>`SELECT state FROM treasury_txs WHERE purpose = 'account_deploy' AND subject_id = ${account.address.toLowerCase()}`
+      // Sent, not mined: the one deployment of this account is in flight.
+      expect((yield* deploys).map((d) => d.state)).toEqual([expect.stringMatching(/^(signed|broadcast)$/)])
+
+      // The chain mines again: the recovery pass finds the account deployed and settles the payment, once.
+      yield* Effect.promise(async () => {
+        await anvil().setAutomine(true)
+        await anvil().mine({ blocks: 1 })
+      })
+      const status = Effect.map(sql<{ status: string }>`SELECT status FROM payments WHERE nonce = ${nonce}`, (r) => r[0]?.status)
+      for (let i = 0; i < 4 && (yield* status) !== "settled"; i++) {
+        yield* TestClock.adjust(61_000)
+        yield* (yield* Payments).recoverDue
+      }
+      expect(yield* status).toBe("settled")
+      expect(yield* Effect.promise(() => hasCode(account.address))).toBe(true)
+      expect(yield* deploys).toHaveLength(1)
+      expect(echo.calls).toHaveLength(0)
+      const [execution] = yield* sql<{ status: string }>`SELECT status FROM executions WHERE payer = ${account.address.toLowerCase()}`
+      expect(execution?.status).not.toBe("completed")
     }), { timeout: 120_000 })
 })
