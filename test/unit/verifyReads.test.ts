@@ -1,5 +1,5 @@
 // The verification's token reads: one JSON-RPC batch, viem's reads where the provider refuses batches, and the same
-// retryable refusal when the chain does not answer.
+// retryable refusal when the chain does not answer; the balance read travels with the verified payment.
 import { Effect, Either, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import { createPublicClient, custom, decodeFunctionData, encodeFunctionResult, type Hex, keccak256 } from "viem"
@@ -82,6 +82,11 @@ describe("the verification's token reads", () => {
     expect(viemCalls.n).toBe(0)
     const short = await verifyWith(chainWith(batch(PRICE - 1n), viemCalls, PRICE))
     expect(Either.isLeft(short) && short.left.reason).toBe("insufficient_funds")
+  })
+
+  it("hands the balance it read to the reservation (which counts the payer's unsettled payments against it)", async () => {
+    const rich = await verifyWith(chainWith(async (calls) => calls.map((c) => answer(dataOf(c.params), 5n * PRICE)), { n: 0 }, PRICE))
+    expect(Either.isRight(rich) && rich.right.balance).toBe(5n * PRICE)
   })
 
   it("reads through viem where the provider refuses batches, from then on", async () => {
