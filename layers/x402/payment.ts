@@ -44,6 +44,11 @@ export interface VerifiedPayment {
   readonly signature: Hex
   /** sha256 of the credential's text (the raw header): proves later that a caller holds the same payment. */
   readonly headerSha256: string
+  /**
+   * The payer's token balance as the chain showed it at verification: the reservation counts the payer's unsettled
+   * payments against it (services/payments/Repo.ts). Absent for a payment rebuilt from its row or made here.
+   */
+  readonly balance?: bigint
 }
 
 /** How the payer presented a verified payment: what the answer echoes, in which version, and what idempotency keys on. */

@@ -13,6 +13,9 @@ const address = /^0x[0-9a-fA-F]{40}$/
  * X402_EIP6492_ALLOWED_FACTORIES: comma-separated factory addresses whose counterfactual accounts we accept and deploy
  * (as @x402/evm's facilitator `eip6492AllowedFactories`); empty (the default) accepts no counterfactual account.
  * X402_SMART_ACCOUNT_VERIFY_TIMEOUT_MS bounds the on-chain signature check (default 5 s).
+ * X402_EIP6492_DEPLOY_SECONDS: what a counterfactual account's deployment and then its settlement are given (default 60):
+ * its payment must arrive valid for PAYMENT_MIN_VALIDITY_SECONDS more than this, and its deployment is sent only while
+ * the payment stays valid at least this long (docs/settlement.md).
  */
 export const SmartAccountConfig = Config.all({
   allowedFactories: Config.string("X402_EIP6492_ALLOWED_FACTORIES").pipe(
@@ -27,6 +30,10 @@ export const SmartAccountConfig = Config.all({
   verifyTimeoutMs: Config.integer("X402_SMART_ACCOUNT_VERIFY_TIMEOUT_MS").pipe(
     Config.withDefault(5_000),
     Config.validate({ message: "X402_SMART_ACCOUNT_VERIFY_TIMEOUT_MS must be between 100 and 60000", validation: (n) => n >= 100 && n <= 60_000 })
+  ),
+  deploySeconds: Config.integer("X402_EIP6492_DEPLOY_SECONDS").pipe(
+    Config.withDefault(60),
+    Config.validate({ message: "X402_EIP6492_DEPLOY_SECONDS must be between 1 and 3600", validation: (n) => n >= 1 && n <= 3_600 })
   )
 })
 export type SmartAccountConfig = Config.Config.Success<typeof SmartAccountConfig>
@@ -79,13 +86,14 @@ export interface SignatureReader {
 /**
  * The on-chain check of a signature that is not the payer's own ECDSA signature: ERC-1271 `isValidSignature` when the
  * payer has code, the ERC-6492 universal validator (viem's deployless call: it simulates the factory, then asks the
- * account) when it has none and the signature names an allowed factory. Bounded by `verifyTimeoutMs`.
+ * account) when it has none and the signature names an allowed factory. Bounded by `verifyTimeoutMs`. Says whether the
+ * account is counterfactual (the treasury deploys it before its payment settles).
  */
 export const verifySmartAccountSignature = (
   reader: SignatureReader,
   config: SmartAccountConfig,
   input: { readonly payer: `0x${string}`; readonly typedData: TransferTypedData; readonly signature: Hex }
-): Effect.Effect<void, PaymentRejected> =>
+): Effect.Effect<{ readonly counterfactual: boolean }, PaymentRejected> =>
   Effect.gen(function* () {
     const deployment = erc6492DeploymentOf(input.signature)
     const code = yield* Effect.tryPromise(() => reader.getCode({ address: input.payer })).pipe(Effect.mapError(() => chainUnavailable))
@@ -102,6 +110,7 @@ export const verifySmartAccountSignature = (
       reader.verifyTypedData({ ...input.typedData, address: input.payer, signature: input.signature })
     ).pipe(Effect.mapError(() => chainUnavailable))
     if (!valid) return yield* reject("invalid_exact_evm_payload_signature", "the smart account does not accept the payment signature (ERC-1271/ERC-6492)")
+    return { counterfactual: !deployed }
   }).pipe(
     Effect.timeoutFail({ duration: Duration.millis(config.verifyTimeoutMs), onTimeout: () => chainUnavailable }),
     withSpan("PaymentVerifier.smartAccount")

@@ -170,7 +170,18 @@ export const makeVerify = (
       // The payer's own key: checked here, no chain call (a plain-key payment costs nothing more). Anything else may be
       // a smart account's signature: the chain decides (ERC-1271, or ERC-6492 for an account not deployed yet).
       const byKey = yield* Effect.promise(() => signedByKey(typedData, payer, signature, digestOf(message)))
-      if (!byKey) yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
+      if (!byKey) {
+        const { counterfactual } = yield* verifySmartAccountSignature(publicClient, smartAccounts, { payer, typedData, signature })
+        // A counterfactual account's payment waits for a deployment before its settlement: its window must hold both.
+        const needed = BigInt(config.paymentMinValiditySeconds + smartAccounts.deploySeconds)
+        if (counterfactual && validBefore <= now + needed) {
+          return yield* reject("invalid_exact_evm_payload_authorization_valid_before", "the payment expires too soon to deploy the payer's smart account and then settle", {
+            validBefore: auth.validBefore,
+            now: now.toString(),
+            minValiditySeconds: Number(needed)
+          })
+        }
+      }
       const [used, balance] = yield* Effect.tryPromise(() => tokenState(payer, nonce)).pipe(
         Effect.mapError(() =>
           new PaymentRejected({ reason: "unexpected_verify_error", message: "the chain could not be queried; try again", details: { retryable: true } })
@@ -193,7 +204,8 @@ export const makeVerify = (
         validAfter,
         validBefore,
         signature,
-        headerSha256
+        headerSha256,
+        balance
       } satisfies VerifiedPayment
     })
 

@@ -7,6 +7,7 @@ import { withSpan } from "../../layers/observability/span.js"
 import { Clock, Config, Effect, Option } from "effect"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
 import type { PaymentRequirements } from "../../layers/x402/requirements.js"
+import { erc6492DeploymentOf } from "../../layers/x402/smartAccount.js"
 import { MachineHost } from "../../machines/Host.js"
 import type { AgentRecord, Capability } from "../../src/domain/Agent.js"
 import type { PlannedBudget, RootCall } from "../../src/domain/Funding.js"
@@ -14,7 +15,7 @@ import { isMetered } from "../../src/domain/Pricing.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Payments, type Settlement } from "../payments/Payments.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
-import { AgentCall } from "./AgentCall.js"
+import { AgentCall, type CallOutcome } from "./AgentCall.js"
 import { both } from "./both.js"
 import { Metering } from "./metering.js"
 import { steppedExecution } from "./executionSpec.js"
@@ -42,6 +43,24 @@ const settledRow = (row: Option.Option<ExecutionRow>, settlement: Settlement): O
     return settlement.outcome._tag === "Settled" ? Option.some({ ...r, settlementTxHash: settlement.outcome.txHash }) : Option.none()
   })
 
+/** A payment whose signature carries an ERC-6492 deployment: its account is deployed before its transfer settles. */
+const deploysFirst = (p: VerifiedPayment) => p.signature.length > 132 && erc6492DeploymentOf(p.signature) !== undefined
+
+/** The outcome of a call whose payment did not settle: the agent was not called (the machine voids or refunds it). */
+const notCalled = (settlement: Settlement): Effect.Effect<CallOutcome> =>
+  Effect.map(Clock.currentTimeMillis, (at): CallOutcome => ({
+    success: false,
+    event: {
+      type: "AGENT_FAILED",
+      at,
+      timedOut: false,
+      kind: "payment",
+      error: settlement.outcome._tag === "Failed"
+        ? `the payment failed (${settlement.outcome.reason}); the agent was not called`
+        : "the payment is not settled yet; the agent was not called and the payment is refunded once it settles"
+    }
+  }))
+
 export const finish = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const host = yield* MachineHost
@@ -54,10 +73,16 @@ export const finish = Effect.gen(function* () {
   const optimistic = yield* Config.boolean("DATABASE_OPTIMISTIC_RECORD").pipe(Config.withDefault(true), Effect.orDie)
   return (call: PaidCall) =>
     Effect.gen(function* () {
-      const [settlement, outcome] = yield* both(
-        payments.settleOnChain(call.paymentId, call.payment, call.requirements),
-        agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)
-      )
+      const settle = payments.settleOnChain(call.paymentId, call.payment, call.requirements)
+      const callAgent: Effect.Effect<CallOutcome> = agentCall.call({ id: call.requestId, input: call.input }, call.agent, call.capability)
+      // A counterfactual account's payment settles first (its deployment, then its transfer): the agent is called only
+      // on money that arrived, so a payment that cannot settle never buys a call (docs/settlement.md).
+      const first = deploysFirst(call.payment)
+      const [settlement, outcome] = first
+        ? yield* Effect.flatMap(settle, (s): Effect.Effect<readonly [Settlement, CallOutcome]> =>
+          Effect.map(s.outcome._tag === "Settled" ? callAgent : notCalled(s), (o) => [s, o] as const))
+        : yield* both(settle, callAgent)
+      const called = !first || settlement.outcome._tag === "Settled"
       const metered = isMetered(call.capability.pricing)
       const after = yield* (optimistic && !metered ? UnitOfWork.optimistic(sql) : UnitOfWork.transaction(sql))(
         Effect.gen(function* () {
@@ -69,7 +94,7 @@ export const finish = Effect.gen(function* () {
           return yield* steppedExecution(call.requestId)
         })
       )
-      yield* circuits.observe(call.agent.id, call.agent.circuitState, outcome.success)
+      if (called) yield* circuits.observe(call.agent.id, call.agent.circuitState, outcome.success)
       return settledRow(after, settlement)
     })
 })

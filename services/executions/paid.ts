@@ -203,7 +203,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
           return isUniqueViolation(error, "executions_idempotency") && idempotencyKey !== undefined
             ? Effect.flatMap(repo.findIdempotent(verified.payer, idempotencyKey).pipe(Effect.orDie), (existing) =>
               Option.isSome(existing) ? Effect.flatMap(admitRepeat, (giveBack) => orRepeat(req, funding, giveBack, existing.value, requestHash, payment)) : Effect.die(error))
-            : payments.alreadyUsed(error).pipe(Effect.catchTag("SqlError", Effect.die))
+            : payments.refused(error).pipe(Effect.catchTag("SqlError", Effect.die))
         }),
         // The aborted reservation counted nothing: no window to give back (the refusal still says what they hold).
         Effect.catchTag("PaymentRejected", (rejection) => Effect.zipRight(rateLimits.peek(agent.id, verified.payer, ctx.limits), Effect.fail(priced.refuse(rejection))))

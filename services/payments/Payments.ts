@@ -22,6 +22,7 @@ import { lookUp, paidInBatch, pending, resolveInBatch, resolveSingle, type Settl
 import { PAYMENT_LEASE_MS, type PaymentPurpose, type PaymentRow, PaymentsRepo, verifiedOf } from "./Repo.js"
 import { Settler } from "./Settler.js"
 import { AccountDeployer } from "./AccountDeployer.js"
+import { unsettledRefusal } from "./unsettled.js"
 import { withSpan } from "../../layers/observability/span.js"
 
 export type { Settlement, SettleOutcome } from "./chainOutcome.js"
@@ -41,11 +42,16 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
     const settler = yield* Settler
     const deployer = yield* AccountDeployer
 
-    /** A unique key of payments was hit: this authorization (or this very header) was already used. */
-    const alreadyUsed = (error: SqlError.SqlError): Effect.Effect<never, PaymentRejected | SqlError.SqlError> =>
-      isUniqueViolation(error, "payments_authorization_key") || isUniqueViolation(error, "payments_header_key")
-        ? Effect.fail(new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" }))
-        : Effect.fail(error)
+    /**
+     * Why the database refused a reservation: a unique key of payments was hit (this authorization, or this very
+     * header, was already used), or the payer's balance does not cover it beside its unsettled payments. Else the error.
+     */
+    const refused = (error: SqlError.SqlError): Effect.Effect<never, PaymentRejected | SqlError.SqlError> => {
+      if (isUniqueViolation(error, "payments_authorization_key") || isUniqueViolation(error, "payments_header_key")) {
+        return Effect.fail(new PaymentRejected({ reason: "payment_already_used", message: "this payment authorization was already used" }))
+      }
+      return Effect.fail(unsettledRefusal(error) ?? error)
+    }
 
     /** Claims the authorization for a purpose inside the caller's transaction (the unique (asset, payer, nonce) key). */
     const reserve = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string) =>
@@ -53,7 +59,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         const reservation = repo.reserveStatements(p, purpose, subjectId, yield* Clock.currentTimeMillis)
         yield* batch(sql, reservation.statements)
         return reservation.id
-      }).pipe(Effect.catchTag("SqlError", alreadyUsed))
+      }).pipe(Effect.catchTag("SqlError", refused))
 
     /**
      * The facilitator's answer is not the record: the chain is. A success is confirmed by the authorization having paid
@@ -197,7 +203,7 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
      */
     const madeWith = (credential: PaymentCredential) => repo.findByHeader(sha256(credential.raw.trim())).pipe(Effect.orDie)
 
-    return { reserve, madeWith, reserveStatements: repo.reserveStatements, alreadyUsed, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
+    return { reserve, madeWith, reserveStatements: repo.reserveStatements, refused, settleOnChain, recordIn, settle, resolveTx, resolveBatchTx, recoverDue, settlementQueue } as const
   }),
   dependencies: [PaymentVerifier.Default, PaymentsRepo.Default, TreasuryWriter.Default, MachineHost.Default, Settler.Default, AccountDeployer.Default]
 }) {}

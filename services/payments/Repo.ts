@@ -59,40 +59,59 @@ export const verifiedOf = (row: PaymentRow): VerifiedPayment => ({
   headerSha256: row.headerSha256
 })
 
+/** A new payment's row (reserved, its settlement machine started). */
+const paymentRow = (id: string, p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string, status: string, machineSnapshot: string, now: number) => ({
+  id,
+  purpose,
+  subjectId,
+  payer: p.payer,
+  payTo: p.payTo,
+  asset: p.asset,
+  network: p.network,
+  amount: p.amount.toString(),
+  nonce: p.nonce,
+  validAfter: p.validAfter.toString(),
+  validBefore: p.validBefore.toString(),
+  signature: p.signature,
+  headerSha256: p.headerSha256,
+  status,
+  machineSnapshot,
+  nextAttemptAt: new Date(now + PAYMENT_LEASE_MS)
+})
+type PaymentInsert = ReturnType<typeof paymentRow>
+
 export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/PaymentsRepo", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const rows = (effect: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) => Effect.flatMap(effect, (r) => Effect.orDie(decodeRows(r)))
 
-    /** The reservation's row and first transition, as statements for a caller that batches its writes. */
+    /**
+     * The reservation's row and first transition, as statements for a caller that batches its writes. A payment that
+     * carries the balance it was verified against is inserted only if that balance covers it and the payer's other
+     * unsettled payments (`payer_funds_cover`, migrations/0038: SQLSTATE PF402 otherwise, nothing reserved).
+     */
     const reserveStatements = (p: VerifiedPayment, purpose: PaymentPurpose, subjectId: string, now: number) => {
       const id = newPaymentId()
       const start = startMachine(settlementMachine, {})
+      const row = paymentRow(id, p, purpose, subjectId, start.state, JSON.stringify(start.persisted), now)
       return {
         id,
         statements: [
-          sql`INSERT INTO payments ${sql.insert({
-            id,
-            purpose,
-            subjectId,
-            payer: p.payer,
-            payTo: p.payTo,
-            asset: p.asset,
-            network: p.network,
-            amount: p.amount.toString(),
-            nonce: p.nonce,
-            validAfter: p.validAfter.toString(),
-            validBefore: p.validBefore.toString(),
-            signature: p.signature,
-            headerSha256: p.headerSha256,
-            status: start.state,
-            machineSnapshot: JSON.stringify(start.persisted),
-            nextAttemptAt: new Date(now + PAYMENT_LEASE_MS)
-          })}`,
+          p.balance === undefined ? sql`INSERT INTO payments ${sql.insert(row)}` : coveredInsert(row, p.balance, now),
           historyStatement(sql, [{ machine: "settlement", actorId: id, event: { type: "RESERVED" }, from: null, to: start.state, at: now }])
         ]
       }
     }
+
+    /** The payment's row, inserted only through the guard (it runs before the row exists: its own amount counts once). */
+    const coveredInsert = (r: PaymentInsert, balance: bigint, now: number) =>
+      sql`INSERT INTO payments (id, purpose, subject_id, payer, pay_to, asset, network, amount, nonce, valid_after, valid_before,
+                                signature, header_sha256, status, machine_snapshot, next_attempt_at)
+          SELECT ${r.id}, ${r.purpose}, ${r.subjectId}, ${r.payer}, ${r.payTo}, ${r.asset}, ${r.network}, ${r.amount}::bigint, ${r.nonce},
+                 ${r.validAfter}::bigint, ${r.validBefore}::bigint, ${r.signature}, ${r.headerSha256}, ${r.status},
+                 ${r.machineSnapshot}::jsonb, ${r.nextAttemptAt}::timestamptz
+          WHERE payer_funds_cover(${r.payer}, ${r.network}, ${r.asset}, ${r.amount}::bigint, ${balance.toString()}::numeric,
+                                  ${Math.floor(now / 1000)}::bigint)`
 
     const lock = (id: string) => rows(sql`SELECT * FROM payments WHERE id = ${id} FOR UPDATE`).pipe(Effect.map((r) => Option.fromNullable(r[0])))
     /** The machine's row for an optimistic unit of work (services/sql/UnitOfWork.ts `guardedRead`). */

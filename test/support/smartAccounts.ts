@@ -88,6 +88,8 @@ export interface SignOptions {
   readonly signer?: PrivateKeyAccount
   /** Behind the account's one-byte type prefix (66 bytes: the token's bytes overload, never the batcher). */
   readonly prefixed?: boolean
+  /** How long the authorization stays valid from now (default 900 s). */
+  readonly validForSeconds?: number
 }
 
 /**
@@ -110,7 +112,7 @@ export const clientSigner = (account: SmartAccount): ClientEvmSigner => ({
 /** An X-PAYMENT header (x402 v1 exact EVM) from the account to the treasury, made by hand. */
 export const smartPayment = async (account: SmartAccount, value: bigint, options: SignOptions = {}) => {
   const now = BigInt(Math.floor(Date.now() / 1000))
-  const authorization = { from: account.address, to: TREASURY, value, validAfter: now - 600n, validBefore: now + 900n, nonce: `0x${randomBytes(32).toString("hex")}` as Hex }
+  const authorization = { from: account.address, to: TREASURY, value, validAfter: now - 600n, validBefore: now + BigInt(options.validForSeconds ?? 900), nonce: `0x${randomBytes(32).toString("hex")}` as Hex }
   const signature = await signAsAccount(account, {
     domain: { name: "USDC", version: "2", chainId: 84532, verifyingContract: getAddress(inject("usdcAddress")) },
     types: transferWithAuthorizationTypes,

@@ -52,7 +52,7 @@ const reader = (code: Hex | undefined, valid: () => Promise<boolean>) => {
   return { reader: r, calls }
 }
 
-const config = { allowedFactories: [factory.toLowerCase() as Address], verifyTimeoutMs: 5_000 }
+const config = { allowedFactories: [factory.toLowerCase() as Address], verifyTimeoutMs: 5_000, deploySeconds: 60 }
 const check = (r: SignatureReader, signature: Hex, allowed = config) =>
   verifySmartAccountSignature(r, allowed, { payer: account, typedData, signature })
 const reasonOf = <A>(result: Either.Either<A, { readonly reason: string }>) => (Either.isLeft(result) ? result.left.reason : "accepted")

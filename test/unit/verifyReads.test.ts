@@ -1,5 +1,5 @@
 // The verification's token reads: one JSON-RPC batch, viem's reads where the provider refuses batches, and the same
-// retryable refusal when the chain does not answer.
+// retryable refusal when the chain does not answer; the balance read travels with the verified payment.
 import { Effect, Either, Option } from "effect"
 import { describe, expect, it } from "vitest"
 import { createPublicClient, custom, decodeFunctionData, encodeFunctionResult, type Hex, keccak256 } from "viem"
@@ -65,7 +65,7 @@ const header = async () => {
 }
 
 const verifyWith = async (chain: ChainShape) =>
-  Effect.runPromise(Effect.either(makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000 }).verify(await header(), PRICE)))
+  Effect.runPromise(Effect.either(makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000, deploySeconds: 60 }).verify(await header(), PRICE)))
 
 describe("the verification's token reads", () => {
   it("reads both in one batch (no viem request), and refuses a payer whose balance is short", async () => {
@@ -84,6 +84,11 @@ describe("the verification's token reads", () => {
     expect(Either.isLeft(short) && short.left.reason).toBe("insufficient_funds")
   })
 
+  it("hands the balance it read to the reservation (which counts the payer's unsettled payments against it)", async () => {
+    const rich = await verifyWith(chainWith(async (calls) => calls.map((c) => answer(dataOf(c.params), 5n * PRICE)), { n: 0 }, PRICE))
+    expect(Either.isRight(rich) && rich.right.balance).toBe(5n * PRICE)
+  })
+
   it("reads through viem where the provider refuses batches, from then on", async () => {
     const viemCalls = { n: 0 }
     let tried = 0
@@ -91,7 +96,7 @@ describe("the verification's token reads", () => {
       tried++
       throw new BatchRefused("no batches here")
     }, viemCalls, PRICE)
-    const verify = makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000 }).verify
+    const verify = makeVerify(chain, { paymentMinValiditySeconds: 6 }, { allowedFactories: [], verifyTimeoutMs: 1_000, deploySeconds: 60 }).verify
     for (let i = 0; i < 2; i++) expect(Either.isRight(await Effect.runPromise(Effect.either(verify(await header(), PRICE))))).toBe(true)
     expect(tried).toBe(1)
     expect(viemCalls.n).toBe(4)
