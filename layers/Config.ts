@@ -173,20 +173,3 @@ export const appConfig = Effect.gen(function* () {
 })
 
 export const ConfigLive = Layer.effect(AppConfig, appConfig)
-
-/**
- * The MCP endpoint (docs/mcp.md): a session ends after MCP_SESSION_IDLE_SECONDS without a request; at most
- * MCP_MAX_SESSIONS are open at once (a new one is refused with 503 until one ends). Kept apart from AppConfig: only the
- * MCP server reads them.
- */
-export const McpConfig = Config.all({
-  sessionIdleSeconds: Config.integer("MCP_SESSION_IDLE_SECONDS").pipe(
-    Config.withDefault(900),
-    Config.validate({ message: "MCP_SESSION_IDLE_SECONDS must be between 60 and 86400", validation: (n) => n >= 60 && n <= 86_400 })
-  ),
-  maxSessions: Config.integer("MCP_MAX_SESSIONS").pipe(
-    Config.withDefault(1000),
-    Config.validate({ message: "MCP_MAX_SESSIONS must be between 1 and 100000", validation: (n) => n >= 1 && n <= 100_000 })
-  )
-})
-export type McpConfig = Config.Config.Success<typeof McpConfig>

@@ -1,15 +1,16 @@
-// The /mcp route (Streamable HTTP): picks the session, a new session or a stateless answer for each request, hands the
-// request to the SDK's web-standard transport and streams its Response back. Every failure is a JSON-RPC error.
+// The /mcp route (Streamable HTTP, stateless): every POST is answered by a server of its own, so any process of any
+// instance behind any balancer answers it; GET (a server-initiated event stream) and DELETE (ending a session) are 405,
+// as the MCP specification allows a server that sends nothing unprompted and keeps no sessions. Every failure is a
+// JSON-RPC error.
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Layer, Option, Stream } from "effect"
 import { AppConfig } from "../../layers/Config.js"
-import { McpSessions } from "./Sessions.js"
+import { eventsOf, type McpAnswer, McpRequests } from "./Requests.js"
 
 export const MCP_PATH = "/mcp"
 
 /** The headers the transport reads; nothing else of the request is handed over. */
-const FORWARDED = ["accept", "content-type", "host", "origin", "mcp-session-id", "mcp-protocol-version", "last-event-id"] as const
+const FORWARDED = ["accept", "content-type", "host", "origin", "mcp-protocol-version"] as const
 const BOTH = "application/json, text/event-stream"
 
 const parseJson = (text: string): unknown => JSON.parse(text)
@@ -33,50 +34,36 @@ const webRequest = (url: string, request: HttpServerRequest.HttpServerRequest, a
  */
 const OPENED = new TextEncoder().encode(": stream open\n\n")
 
-const toResponse = (response: Response) => {
-  const type = response.headers.get("content-type") ?? ""
-  const body = response.body
-  if (body === null || !type.startsWith("text/event-stream")) return HttpServerResponse.fromWeb(response)
-  const events = Stream.fromReadableStream({ evaluate: () => body, onError: (error) => error })
-  return HttpServerResponse.stream(Stream.concat(Stream.succeed(OPENED), events), {
-    status: response.status,
-    headers: response.headers,
-    contentType: type
+const toResponse = (answer: McpAnswer) => {
+  if (answer._tag === "Plain") return HttpServerResponse.fromWeb(answer.response)
+  return HttpServerResponse.stream(Stream.concat(Stream.succeed(OPENED), eventsOf(answer)), {
+    status: answer.response.status,
+    headers: answer.response.headers,
+    contentType: answer.response.headers.get("content-type") ?? "text/event-stream"
   })
 }
 
 export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const sessions = yield* McpSessions
+    const requests = yield* McpRequests
     const url = `${(yield* AppConfig).publicBaseUrl}${MCP_PATH}`
 
     const serve = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const method = request.method
-      if (method !== "GET" && method !== "POST" && method !== "DELETE") {
-        return rpcError(405, -32000, "Method not allowed.", { allow: "GET, POST, DELETE" })
+      if (request.method !== "POST") {
+        const message = request.method === "GET"
+          ? "Method not allowed: this server sends nothing unprompted, so there is no event stream to open; POST requests."
+          : request.method === "DELETE"
+          ? "Method not allowed: this server keeps no sessions, so there is none to end."
+          : "Method not allowed."
+        return rpcError(405, -32000, message, { allow: "POST" })
       }
-      // The body (if any) was read, size-checked and nesting-checked by the API's envelope middleware; this is its cache.
-      const body = method === "POST" ? yield* Effect.option(Effect.flatMap(request.text, (text) => Effect.try(() => parseJson(text)))) : Option.some(undefined)
+      // The body was read, size-checked and nesting-checked by the API's envelope middleware; this is its cache.
+      const body = yield* Effect.option(Effect.flatMap(request.text, (text) => Effect.try(() => parseJson(text))))
       if (Option.isNone(body)) return rpcError(400, -32700, "Parse error: Invalid JSON")
-      const sessionId = request.headers["mcp-session-id"]
-      const acceptsStream = (request.headers["accept"] ?? "").includes("text/event-stream")
-
-      if (sessionId !== undefined) {
-        const session = yield* sessions.find(sessionId)
-        if (Option.isNone(session)) return rpcError(404, -32001, "Session not found")
-        return toResponse(yield* sessions.handle(session.value, webRequest(url, request), body.value))
-      }
-      if (method !== "POST") return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required")
-      if (isInitializeRequest(body.value) && acceptsStream) {
-        const opened = yield* sessions.open(webRequest(url, request), body.value)
-        if (Option.isNone(opened)) {
-          return rpcError(503, -32000, "Too many MCP sessions are open; try again later, or send requests without a session (stateless)", { "retry-after": "30" })
-        }
-        return toResponse(opened.value)
-      }
-      // No session and either a JSON-only Accept header or not an initialize request: a stateless JSON answer.
-      return toResponse(yield* sessions.stateless(webRequest(url, request, BOTH), body.value))
+      // A client that lists event streams gets one; any other gets one JSON body (the transport wants both listed).
+      const streams = (request.headers["accept"] ?? "").includes("text/event-stream")
+      return toResponse(yield* requests.answer(webRequest(url, request, streams ? undefined : BOTH), body.value, !streams))
     }).pipe(
       Effect.catchAllCause((cause) =>
         Effect.logError("MCP request failed", cause).pipe(Effect.as(rpcError(500, -32603, "Internal error")))),
@@ -85,4 +72,4 @@ export const McpHttpLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.all(MCP_PATH, serve)
   })
-).pipe(Layer.provide(McpSessions.Default))
+).pipe(Layer.provide(McpRequests.Default))

@@ -51,7 +51,7 @@ const callPaidTool = async (client: Client, payer: x402Client, name: string, arg
 }
 // #endregion
 
-/** An MCP client in a session of its own, ended with the test's scope. */
+/** A connected MCP client, closed with the test's scope. */
 const connect = Effect.flatMap(TestEnv, ({ baseUrl }) =>
   Effect.acquireRelease(
     Effect.promise(async () => {

@@ -1,13 +1,16 @@
 // Issue 25, with WEB_CONCURRENCY=2 (the start script: a primary and two workers on one port): a three-level chain whose
 // root call and sub-calls reach both workers, and webhooks fed by paid calls through both, assert what the one-process
 // tests assert (tree, cost, refund once on chain, each event once, each attempt once); reputation after the chain
-// reads the same through both workers within 1 s.
+// reads the same through both workers within 1 s. The official MCP SDK client, each request on a new connection, is
+// served by both workers.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { afterAll, beforeAll } from "vitest"
 import { type ChainedResult, fakeAgent } from "../support/agents.js"
+import { balancer } from "../support/balancer.js"
 import { devAccount, usdcBalance, walletAuth } from "../support/clients.js"
+import { mcpClient } from "../support/mcp.js"
 import { type Received, receiver } from "../support/receivers.js"
 import { ensureBundle } from "../support/servers.js"
 import { type Cluster, registerThrough, seenByEach, startCluster, until } from "../support/twoProcesses.js"
@@ -156,4 +159,23 @@ describe("WEB_CONCURRENCY=2: chains and webhooks through both workers (issue 25)
         "SELECT is_active AS \"isActive\", failure_count AS \"failureCount\" FROM webhook_subscriptions WHERE id = $1", [subscriptionId]))
       expect(subscription).toEqual({ isActive: true, failureCount: 0 })
     }), { timeout: 120_000 })
+
+  it.scopedLive("MCP with the official SDK client, each request on a new connection: both workers serve it, no session lost", () =>
+    Effect.gen(function* () {
+      // A balancer with one upstream opens a new connection per request; the primary hands connections out in turn.
+      const front = yield* balancer
+      front.setUpstreams([cluster.server.baseUrl])
+      const { client } = yield* mcpClient("two-workers", `${front.url}/mcp`)
+      for (let i = 0; i < 4; i++) {
+        const tags = yield* promise(() => client.callTool({ name: "list_tags", arguments: {} }))
+        expect(tags.isError ?? false, JSON.stringify(tags)).toBe(false)
+      }
+      const pids = yield* promise(() =>
+        until(async () => new Set(cluster.server.output().split("\n").flatMap((line) => {
+          if (!line.startsWith("{")) return []
+          const record = JSON.parse(line) as { route?: string; pid?: number }
+          return record.route === "/mcp" && record.pid !== undefined ? [record.pid] : []
+        })), (seen) => seen.size === 2, 5_000, "MCP requests logged by both workers"))
+      expect(pids).toEqual(new Set(cluster.workers))
+    }), { timeout: 60_000 })
 })
