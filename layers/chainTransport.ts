@@ -1,4 +1,4 @@
-// The chain's transport and its bounds (docs/decisions.md "RPC faults", "The chain's transport"): every chain call's
+// The chain's transport and its bounds (docs/decisions/chain-transport-and-faults.md): every chain call's
 // timeout, retries and Retry-After cap, over a keep-alive pool (or viem's fetch transport with CHAIN_TRANSPORT=fetch),
 // and the lean JSON-RPC batch client under the same bounds.
 import { http } from "viem"
@@ -11,7 +11,7 @@ import { makeRpcBatch } from "./rpcBatch.js"
 export const pollingIntervalFor = (mode: "devnet" | "rpc") => (mode === "devnet" ? 20 : 250)
 
 /**
- * Bounds of every call through the chain's transport (docs/decisions.md "RPC faults"). On an RPC: each try at most
+ * Bounds of every call through the chain's transport (docs/decisions/chain-transport-and-faults.md "RPC faults"). On an RPC: each try at most
  * `CHAIN_RPC_TIMEOUT_MS` (default 2.5 s), 2 retries of 429/5xx/timeouts with backoff 250 ms then 500 ms, a provider's
  * Retry-After honoured up to 2 s: one call ends within 3 × 2.5 + 2 × 2 = 11.5 s at worst. The devnet (a local anvil)
  * does not retry and gives each call 10 s.

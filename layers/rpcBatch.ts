@@ -1,7 +1,7 @@
 // A lean JSON-RPC client for the paid call's hot reads: several calls as one JSON-RPC batch in one HTTP request over a
 // keep-alive undici pool (no fetch, no Response, no web streams). Measured against a local anvil: two reads through
 // viem's http transport (withRetry/withTimeout/dedupe around undici fetch, one request each) ~0.8 ms CPU, both as one
-// batch here ~0.05-0.13 ms. It keeps the chain transport's bounds (layers/Chain.ts, docs/decisions.md "RPC faults"):
+// batch here ~0.05-0.13 ms. It keeps the chain transport's bounds (layers/Chain.ts, docs/decisions/chain-transport-and-faults.md "RPC faults"):
 // each try at most `timeoutMs` (headers and body), on an RPC 2 retries of timeouts, network errors, 403/408/413/429/5xx and
 // the JSON-RPC codes viem retries, backoff 250 ms then 500 ms or a provider's Retry-After of at most 2 s; a devnet
 // does not retry. Answers are bounded in size. A provider that does not take batches answers with something that is not

@@ -16,7 +16,7 @@ export const X402_NETWORKS: Record<number, string> = {
 /**
  * Networks x402 v1 has no name for (x402 1.2's `NetworkSchema`): we name them ourselves. They are offered to x402 v2
  * payers only (CAIP-2 `eip155:<id>`): a v1 client parses every `accepts` entry and fails on a name it does not know
- * (docs/decisions.md "Two networks in one deployment").
+ * (docs/decisions/networks.md).
  */
 export const OTHER_NETWORKS: Record<number, string> = {
   1: "ethereum",

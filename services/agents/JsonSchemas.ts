@@ -56,7 +56,7 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
     // time): a backtracking pattern like ^(a+)+$ would otherwise let an unpaid 30-character input block the event loop.
     const patterns = makePatternEngine()
     // Compile cost: ajv's code optimizer is super-linear, and inlined $refs copy their target's code at every use (200
-    // uses of a 20-property definition: 1 s); without both, compiling is linear in the schema (docs/decisions.md, issue 24).
+    // uses of a 20-property definition: 1 s); without both, compiling is linear in the schema (docs/decisions/hostile-input.md).
     const makeAjv = (allErrors: boolean) => {
       const instance = new Ajv2020({ strict: false, allErrors, validateFormats: false, inlineRefs: false, code: { regExp: patterns.regExp, optimize: false } })
       instance.removeKeyword("uniqueItems")

@@ -4,7 +4,7 @@ import type { SchemaIssue } from "./JsonSchemas.js"
 
 /**
  * What one capability schema may be. Compiling costs ajv ~0.02-0.05 ms per JSON value with our options (and memory in
- * proportion), so these keep the worst accepted registration to tens of milliseconds; see docs/decisions.md, issue 24.
+ * proportion), so these keep the worst accepted registration to tens of milliseconds; see docs/decisions/hostile-input.md.
  */
 export const SCHEMA_LIMITS = {
   /** JSON text of one schema, in characters. */

@@ -4,7 +4,7 @@ import { type CostProfile, PROFILE_DEPTH } from "./schemaBounds.js"
 
 /**
  * Work one validation may cost; a unit is one schema value applied to one input value (tens of nanoseconds in ajv), so
- * the limit keeps any one validation to tens of milliseconds (measured: docs/decisions.md, issue 24).
+ * the limit keeps any one validation to tens of milliseconds (measured: docs/decisions/hostile-input.md).
  */
 export const MAX_VALIDATION_WORK = 2_000_000
 /** A string (or key) counts as one value per this many characters: length, enum and const checks read it whole. */

@@ -15,7 +15,7 @@ import { ClientIds } from "./ClientIds.js"
 import { shareOf } from "./money.js"
 import { type DisputeRow, DisputesRepo, type DisputeStatus, type EvidenceRow } from "./Repo.js"
 
-/** Spec limits (section 8); the rate rule's window and free disputes are ours (docs/decisions.md "Disputes"). */
+/** Spec limits (section 8); the rate rule's window and free disputes are ours (docs/decisions/disputes.md). */
 export const DISPUTE_WINDOW_MS = 24 * 60 * 60 * 1000
 export const RESPONSE_TIME_MS = 48 * 60 * 60 * 1000
 export const MONTHLY_DISPUTES = 10

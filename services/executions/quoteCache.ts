@@ -1,6 +1,6 @@
 // A short cache of dynamic capabilities' quotes by (agent, capability, input hash): the same request asks its agent
 // once (who may ask at all: quoteAdmission.ts). Pure and synchronous (the caller passes the time); one per process.
-// docs/decisions.md "Bounded quotes before payment".
+// docs/decisions/metered-pricing-and-quotes.md "Bounded quotes before payment".
 import { createHash } from "node:crypto"
 import { canonicalJson } from "../../src/domain/Json.js"
 

@@ -1,4 +1,4 @@
-// Transactions by requester or by provider (spec section 4, Other: paths ours, docs/decisions.md): newest first, keyset
+// Transactions by requester or by provider (spec section 4, Other: paths ours, docs/decisions/operators-and-console.md): newest first, keyset
 // pages. A requester is the paying wallet, or an agent that hired others inside chains (its sub-calls' requesting agent).
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"

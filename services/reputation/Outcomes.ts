@@ -156,7 +156,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("reputation/Outcomes", 
   dependencies: [AgentCache.Default]
 }) {}
 
-/** Staleness bound of reputation, health and counters: outcomes are folded every REPUTATION_FOLD_INTERVAL_MS (docs/decisions.md). */
+/** Staleness bound of reputation, health and counters: outcomes are folded every REPUTATION_FOLD_INTERVAL_MS (docs/decisions/circuit-health-reputation.md). */
 export const foldInterval = Config.integer("REPUTATION_FOLD_INTERVAL_MS").pipe(
   Config.withDefault(250),
   Config.validate({ message: "REPUTATION_FOLD_INTERVAL_MS must be between 10 and 1000", validation: (n) => n >= 10 && n <= 1_000 })

@@ -1,6 +1,6 @@
 // The treasury's fees: EIP-1559 fees read from the chain (one read serves ten seconds of signatures, the max fee doubled
 // so a rising base fee does not strand them), never above TREASURY_MAX_FEE_PER_GAS_GWEI; and what a replacement of a
-// transaction the chain's fees left behind may pay (docs/decisions.md, "Fee spikes and dropped transactions").
+// transaction the chain's fees left behind may pay (docs/decisions/treasury-transactions.md, "Fee spikes and dropped transactions").
 import { Clock, Config, Effect } from "effect"
 import type { ChainShape } from "../../layers/Chain.js"
 import { ChainReadError } from "./chainReads.js"

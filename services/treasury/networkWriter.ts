@@ -106,7 +106,7 @@ export const makeNetworkWriter = (chain: ChainShape) =>
      * Whether to send with eth_sendRawTransactionSync (EIP-7966: the node answers with the receipt, saving the receipt
      * round trip and its poll): on a devnet (anvil mines on submission, so the call returns at once) until the node
      * answers method-not-found. Not on an RPC: there the call would hold the transport for up to a block time, against
-     * its per-try timeout and retries (docs/decisions.md, "Settlement send: eth_sendRawTransactionSync").
+     * its per-try timeout and retries (docs/decisions/chain-transport-and-faults.md, "Settlement send: eth_sendRawTransactionSync").
      */
     let sendSync = chain.mode === "devnet" && process.env["CHAIN_SEND_SYNC"] !== "0"
     /**

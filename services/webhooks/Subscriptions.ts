@@ -1,6 +1,6 @@
 // Webhook subscriptions, managed by the agent's owner with its wallet signature (single-use for changes, good for its
 // 5 minutes on reads): the spec asks for the bare X-Agent-Wallet header, but a wallet address is public
-// (docs/decisions.md "Webhooks"). At most 5 per agent.
+// (docs/decisions/webhooks-and-keys.md). At most 5 per agent.
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option } from "effect"
 import { UrlGuard } from "../../layers/UrlGuard.js"

@@ -41,7 +41,7 @@ export const deliveryHeaders = (input: {
 }
 
 /**
- * The headers of an execution's callback post (docs/decisions.md "Executions"): the spec's headers, signed
+ * The headers of an execution's callback post (docs/decisions/callbacks.md): the spec's headers, signed
  * `sha256=<hex HMAC-SHA256 of the body>` keyed with the hex SHA-256 of the X-PAYMENT value the client sent (as text);
  * `X-Webhook-Id` is the execution. No Standard Webhooks headers: there is no whsec_ secret.
  */

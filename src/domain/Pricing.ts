@@ -61,7 +61,7 @@ export const priceOf = (agentFee: bigint) => EXECUTION_PLATFORM_FEE + agentFee
 
 /**
  * What one call of `capability` costs up front, by who funds it: an x402 payment pays the maximum (a metered call gives
- * back what it did not use); a chain's budget pays the flat `basePrice` per call (chains are not metered: decisions.md).
+ * back what it did not use); a chain's budget pays the flat `basePrice` per call (chains are not metered: docs/decisions/metered-pricing-and-quotes.md).
  */
 export const quoteOf = (capability: Pick<Capability, "pricing">, funding: "x402" | "chain" = "x402") => {
   const agentFee = funding === "x402" ? maxAgentFee(capability.pricing) : capability.pricing.basePrice

@@ -1,4 +1,4 @@
-// Trust tiers and the settlement policy they give an agent (spec: "not shown"; decided in docs/decisions.md).
+// Trust tiers and the settlement policy they give an agent (spec: "not shown"; decided in docs/decisions/trust-tiers.md).
 import type { TrustTier } from "./Agent.js"
 
 export interface SettlementPolicy {

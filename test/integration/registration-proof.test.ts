@@ -89,7 +89,7 @@ layer(TestApp(), { excludeTestServices: true })("registration proves control of 
       expect(wallet.body.data).toEqual({ exists: false })
     }))
 
-  it.effect("the owner paying from the agent's own wallet (the README's x402-fetch path) needs no proof", () =>
+  it.effect("the owner paying from the agent's own wallet (docs/api-walkthrough.md's x402-fetch path) needs no proof", () =>
     Effect.gen(function* () {
       const { baseUrl } = yield* TestEnv
       const owner = devAccount(1)
