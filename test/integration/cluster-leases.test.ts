@@ -135,3 +135,33 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", LOG_FORMAT: "json", LOG_LEVEL: "inf
       expect(won.filter(Boolean)).toHaveLength(1)
     }))
 })
+
+/** The scrape's lines, and one series' value (its name and labels as written, e.g. `x{instance="a"}`). */
+const scrape = (baseUrl: string) => Effect.promise(() => fetch(`${baseUrl}/metrics`).then((r) => r.text()))
+const valueOf = (text: string, series: string) => text.split("\n").find((l) => l.startsWith(`${series} `))?.split(" ")[1]
+
+// LEASE_TTL_MS 3 s: the gauges' keeper renews every second (in real time: it gates output, never work to drive).
+layer(TestApp({ LEASE_TTL_MS: "3000" }))("metrics across instances", (it) => {
+  it.scoped("per-process series carry the instance; the database gauges come only from the instance holding their lease", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const me = (yield* Leases).instance
+      const first = yield* scrape(baseUrl)
+      expect(valueOf(first, `process_cpu_user_seconds_total{instance="${me}"}`)).toBeDefined()
+      expect(valueOf(first, `marketplace_cluster_gauges_exporter{instance="${me}"}`)).toBe("1")
+      expect(valueOf(first, `marketplace_settlement_backlog{state="reserved"}`)).toBe("0")
+
+      // Another instance holds the lease: this one stops exporting the cluster-wide gauges (its own series stay).
+      yield* sql`UPDATE leases SET holder = 'other-host', expires_at = now() + interval '1 hour' WHERE name = 'metrics.cluster-gauges'`.pipe(Effect.orDie)
+      const other = yield* until("this instance to stop exporting", scrape(baseUrl), (t) => valueOf(t, `marketplace_cluster_gauges_exporter{instance="${me}"}`) === "0", 10_000)
+      expect(other).not.toContain("marketplace_settlement_backlog")
+      expect(other).not.toContain("marketplace_treasury_drift_micro_usdc")
+      expect(valueOf(other, `marketplace_db_pool_max{instance="${me}"}`)).toBe("10")
+      expect(other).toContain(`marketplace_http_requests_total{method="GET",route="/metrics",status="200",instance="${me}"}`)
+
+      // That instance is gone and its lease expired: this one exports them again.
+      yield* sql`UPDATE leases SET expires_at = now() - interval '1 millisecond' WHERE name = 'metrics.cluster-gauges'`.pipe(Effect.orDie)
+      const back = yield* until("this instance to export again", scrape(baseUrl), (t) => valueOf(t, `marketplace_cluster_gauges_exporter{instance="${me}"}`) === "1", 10_000)
+      expect(valueOf(back, "marketplace_treasury_drift_micro_usdc")).toBe("0")
+    }), { timeout: 30_000 })
+})
