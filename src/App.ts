@@ -4,6 +4,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
+import { Leases } from "../layers/cluster/Leases.js"
 import { Networks, NetworksLive } from "../layers/Networks.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
@@ -176,7 +177,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Search.Default,
         AgentView.Default,
         OperatorTransactions.Default,
-        TokenThrottle.Default
+        TokenThrottle.Default,
+        Leases.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -1,4 +1,4 @@
-// Per-process metrics (prom-client): HTTP requests by route template, executions by status, machine transitions,
+// Per-process metrics (prom-client, labelled with the instance): HTTP requests by route template, executions by status, machine transitions,
 // settlement latency, and Node's own process metrics. Gauges read from the database live in dbGauges.ts.
 import { Effect } from "effect"
 import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client"
@@ -8,6 +8,15 @@ import { collectDefaultMetrics, Counter, Histogram, Registry } from "prom-client
  * processes). Module-level, so every layer and service records into the same families.
  */
 export const processRegistry = new Registry()
+
+/**
+ * Cluster-wide series kept in memory (the treasury's gas gauges): registered here only by the instance holding the
+ * lease of the job that sets them, so the cluster exports each once; no `instance` label.
+ */
+export const clusterRegistry = new Registry()
+
+/** Labels every per-process series with this instance's id (layers/cluster/Instance.ts). */
+export const labelProcessMetrics = (instance: string) => processRegistry.setDefaultLabels({ instance })
 
 let processMetricsOn = false
 /** Node's CPU, memory, GC, event-loop lag and handle counts (`process_*`, `nodejs_*`), registered once per process. */

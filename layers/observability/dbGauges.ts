@@ -1,6 +1,6 @@
-// Gauges read from PostgreSQL when /metrics is scraped (true across every server process): settlement backlog, refunds
-// pending, webhook queue and dead letters, open circuits, database connections, the needs-attention counts and the
-// treasury's drift. Bounded statements, briefly cached.
+// Gauges read from PostgreSQL when /metrics is scraped (true across every server process, so exported by one: the
+// holder of the cluster gauges' lease): settlement backlog, refunds pending, webhook queue and dead letters, open
+// circuits, database connections, the needs-attention counts and the treasury's drift. Bounded statements, briefly cached.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Schema } from "effect"
 import { Gauge, Registry } from "prom-client"
@@ -75,12 +75,21 @@ const cacheMs = Config.integer("METRICS_DB_CACHE_MS").pipe(
 )
 const poolSize = Config.integer("DATABASE_POOL_SIZE").pipe(Config.withDefault(20))
 
-/** The gauges of one server (its own registry): refreshed from the database, at most every METRICS_DB_CACHE_MS. */
-export const makeDbGauges = Effect.gen(function* () {
+/** The lease under which one instance exports the cluster-wide database gauges. */
+export const CLUSTER_GAUGES_LEASE = "metrics.cluster-gauges"
+
+/**
+ * The gauges of one server: `registry` the cluster-wide ones, refreshed from the database at most every
+ * METRICS_DB_CACHE_MS; `local` this instance's own (`marketplace_db_pool_max`, `marketplace_cluster_gauges_exporter`),
+ * labelled with `instance`.
+ */
+export const makeDbGauges = (instance: string) => Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const ttl = yield* cacheMs
   const maxConnections = yield* poolSize
   const registry = new Registry()
+  const local = new Registry()
+  local.setDefaultLabels({ instance })
   const gauge = <L extends string>(name: string, help: string, labelNames: ReadonlyArray<L> = []) =>
     new Gauge<L>({ name, help, labelNames, registers: [registry] })
 
@@ -104,8 +113,13 @@ export const makeDbGauges = Effect.gen(function* () {
     "marketplace_treasury_drift_micro_usdc",
     "The newest reconciliation's confirmed drift, chain minus ledger treasury balance in micro-USDC (0 when they agree)"
   )
-  const poolMax = gauge("marketplace_db_pool_max", "DATABASE_POOL_SIZE of this process")
+  const poolMax = new Gauge({ name: "marketplace_db_pool_max", help: "DATABASE_POOL_SIZE of this process", registers: [local] })
   poolMax.set(maxConnections)
+  const exporter = new Gauge({
+    name: "marketplace_cluster_gauges_exporter",
+    help: "1 on the one instance that exports the cluster-wide gauges (it holds their lease), 0 on the others",
+    registers: [local]
+  })
 
   const apply = (r: Reading) => {
     const s = r.snapshot
@@ -158,5 +172,8 @@ export const makeDbGauges = Effect.gen(function* () {
     }).pipe(Effect.ensuring(Effect.sync(() => readAt !== undefined && age.set((Date.now() - readAt) / 1_000))))
   )
 
-  return { registry, refresh } as const
+  /** Whether this instance exports the cluster-wide gauges (set as their lease comes and goes). */
+  const exporting = (on: boolean) => Effect.sync(() => exporter.set(on ? 1 : 0))
+
+  return { registry, local, refresh, exporting } as const
 })

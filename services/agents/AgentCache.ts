@@ -49,7 +49,8 @@ export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
       entries.clear() // notifications may have been missed before this session listened
       yield* Effect.acquireRelease(
         Effect.tryPromise(async () => {
-          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 })
+          // Named like the pool's connections, so the connection gauges and pg_stat_activity count it with them.
+          const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000, application_name: "agent-marketplace" })
           client.on("error", () => {}) // a broken connection shows as beats that do not come back
           client.on("notification", (message) => {
             if (message.channel === CHANNEL && message.payload !== undefined) onPayload(message.payload)

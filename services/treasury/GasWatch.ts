@@ -4,7 +4,8 @@ import { Clock, Config, Duration, Effect, Layer, Option, Ref, Schedule } from "e
 import { Gauge } from "prom-client"
 import type { ChainShape } from "../../layers/Chain.js"
 import { Networks } from "../../layers/Networks.js"
-import { processRegistry } from "../../layers/observability/Metrics.js"
+import { Leases } from "../../layers/cluster/Leases.js"
+import { clusterRegistry } from "../../layers/observability/Metrics.js"
 import { ChainReadError } from "./chainReads.js"
 
 export interface GasStatus {
@@ -20,14 +21,29 @@ export interface GasStatus {
 /** Gas of the largest single treasury transaction we send alone (a refund or payout is ≈ 60,000; a settlement 150,000). */
 export const PAYOUT_GAS = 200_000n
 
-// In this process's registry (every process watches the one treasury; they agree): what an alert rule reads.
-const gasWei = new Gauge({ name: "treasury_gas_balance_wei", help: "The treasury's ETH balance for gas, wei (as a float)", registers: [processRegistry] })
+// What an alert rule reads: cluster-wide (every instance watches the one treasury), so exported only by the instance
+// holding the gas watch's lease, in the registry of cluster-wide series (no `instance` label).
+const gasWei = new Gauge({ name: "treasury_gas_balance_wei", help: "The treasury's ETH balance for gas, wei (as a float)", registers: [] })
 const gasTransactionsLeft = new Gauge({
   name: "treasury_gas_transactions_left",
   help: "How many payout-sized transactions (200,000 gas) the treasury's ETH pays for at the current max fee per gas",
-  registers: [processRegistry]
+  registers: []
 })
-const gasLow = new Gauge({ name: "treasury_gas_low", help: "1 while treasury_gas_transactions_left is below TREASURY_GAS_LOW_TRANSACTIONS", registers: [processRegistry] })
+const gasLow = new Gauge({ name: "treasury_gas_low", help: "1 while treasury_gas_transactions_left is below TREASURY_GAS_LOW_TRANSACTIONS", registers: [] })
+const gasGauges = [
+  { name: "treasury_gas_balance_wei", gauge: gasWei },
+  { name: "treasury_gas_transactions_left", gauge: gasTransactionsLeft },
+  { name: "treasury_gas_low", gauge: gasLow }
+]
+
+const setGauges = (status: GasStatus) => {
+  gasWei.set(Number(status.balanceWei))
+  gasTransactionsLeft.set(Number(status.transactionsLeft))
+  gasLow.set(status.low ? 1 : 0)
+}
+
+/** The lease under which one instance of the cluster logs the gas alerts and exports the gauges. */
+export const GAS_WATCH_LEASE = "treasury.gas-watch"
 
 const read = <A>(what: string, f: () => Promise<A>) =>
   Effect.tryPromise({ try: f, catch: (error) => new ChainReadError({ message: `${what}: ${String(error).slice(0, 200)}` }) })
@@ -39,6 +55,9 @@ export class GasWatch extends Effect.Service<GasWatch>()("treasury/GasWatch", {
       Config.withDefault(100),
       Config.validate({ message: "TREASURY_GAS_LOW_TRANSACTIONS must be a positive integer", validation: (n) => n > 0 })
     )
+    // Every instance checks (its own /health says degraded while gas is low); only the one that alerts logs the
+    // transitions and exports the gauges. Alone (no lease kept: BACKGROUND_WORKERS=false) it alerts.
+    const alerting = yield* Ref.make(true)
     /** One network's watch; the gauges (an alert rule's input) are the primary network's. */
     const watchOn = (chain: ChainShape, gauges: boolean) => Effect.gen(function* () {
       const latest = yield* Ref.make(Option.none<GasStatus>())
@@ -55,11 +74,8 @@ export class GasWatch extends Effect.Service<GasWatch>()("treasury/GasWatch", {
         const low = transactionsLeft < BigInt(lowTransactions)
         const status: GasStatus = { balanceWei, perTransactionWei, transactionsLeft, low, checkedAt: yield* Clock.currentTimeMillis }
         const wasLow = Option.match(yield* Ref.getAndSet(latest, Option.some(status)), { onNone: () => false, onSome: (s) => s.low })
-        if (gauges) {
-          gasWei.set(Number(balanceWei))
-          gasTransactionsLeft.set(Number(transactionsLeft))
-          gasLow.set(low ? 1 : 0)
-        }
+        if (!(yield* Ref.get(alerting))) return Option.some(status)
+        if (gauges) setGauges(status)
         if (low && !wasLow) {
           yield* Effect.logWarning("treasury gas low: top up its ETH before payouts and settlements start failing", {
             treasury: chain.treasury,
@@ -86,14 +102,34 @@ export class GasWatch extends Effect.Service<GasWatch>()("treasury/GasWatch", {
     /** A network's last status (the primary's for a name not configured). */
     const statusOf = (network: string) => (others.find((o) => o.network === network) ?? primary).status
 
-    return { check, status: primary.status, statusOf, lowTransactions } as const
+    /** Whether this instance logs the alerts and exports the gauges (the lease holder's); the gauges follow at once. */
+    const setAlerting = (on: boolean) =>
+      Effect.gen(function* () {
+        yield* Ref.set(alerting, on)
+        const last = yield* primary.status
+        yield* Effect.sync(() => {
+          for (const g of gasGauges) {
+            clusterRegistry.removeSingleMetric(g.name)
+            g.gauge.reset()
+          }
+          if (!on) return
+          for (const g of gasGauges) clusterRegistry.registerMetric(g.gauge)
+          if (Option.isSome(last)) setGauges(last.value)
+        })
+      })
+    yield* setAlerting(true)
+
+    return { check, status: primary.status, statusOf, lowTransactions, setAlerting } as const
   })
 }) {}
 
-/** Checks at start, then every 30 s. */
+/** Checks at start, then every 30 s, in every instance; alerts from the one holding the gas watch's lease. */
 export const GasWatchLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const watch = yield* GasWatch
+    const leases = yield* Leases
+    const { held } = yield* leases.keep(GAS_WATCH_LEASE, { onGain: watch.setAlerting(true), onLose: watch.setAlerting(false) })
+    if (!(yield* held)) yield* watch.setAlerting(false)
     yield* watch.check.pipe(
       Effect.catchAll((e) => Effect.logWarning(`treasury gas check: ${e.message}`)),
       Effect.repeat(Schedule.spaced(Duration.seconds(30))),

@@ -4,6 +4,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { ChainShape } from "../../layers/Chain.js"
+import { Leases } from "../../layers/cluster/Leases.js"
 import { Networks } from "../../layers/Networks.js"
 import { finalBlock } from "../../layers/confirmations.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
@@ -177,13 +178,21 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
   dependencies: [Ledger.Default]
 }) {}
 
+/** The lease under which the reconciliation runs: one instance of the cluster checks and alerts (layers/cluster/Leases.ts). */
+export const RECONCILIATION_LEASE = "treasury.reconciliation"
+
+/** A pass every 30 s, in the one instance holding the reconciliation's lease (so each drift is logged once per cluster). */
 export const ReconciliationWorkerLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const reconciliation = yield* Reconciliation
-    yield* reconciliation.pass.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("reconciliation pass failed", cause)),
-      Effect.repeat(Schedule.spaced(Duration.seconds(30))),
-      Effect.forkScoped
+    const leases = yield* Leases
+    yield* leases.whileHolding(
+      RECONCILIATION_LEASE,
+      reconciliation.pass.pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("reconciliation pass failed", cause)),
+        Effect.repeat(Schedule.spaced(Duration.seconds(30))),
+        Effect.asVoid
+      )
     )
   })
 )

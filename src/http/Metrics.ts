@@ -1,11 +1,13 @@
-// GET /metrics: Prometheus text. Per-process counters and histograms, and gauges read from the database at scrape time.
+// GET /metrics: Prometheus text. Per-process counters and histograms (labelled with the instance); cluster-wide gauges
+// (read from the database at scrape time, the gas watch's) only from the instance holding their lease.
 // Open on devnet unless METRICS_TOKEN is set; against a real chain it always needs `Authorization: Bearer <METRICS_TOKEN>`.
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Option, Redacted } from "effect"
 import { timingSafeEqual } from "node:crypto"
 import { AppConfig, type ChainMode } from "../../layers/Config.js"
-import { makeDbGauges } from "../../layers/observability/dbGauges.js"
-import { enableProcessMetrics, processRegistry } from "../../layers/observability/Metrics.js"
+import { Leases } from "../../layers/cluster/Leases.js"
+import { CLUSTER_GAUGES_LEASE, makeDbGauges } from "../../layers/observability/dbGauges.js"
+import { clusterRegistry, enableProcessMetrics, labelProcessMetrics, processRegistry } from "../../layers/observability/Metrics.js"
 import { Unauthorized } from "../domain/Errors.js"
 
 export const METRICS_PATH = "/metrics"
@@ -39,8 +41,12 @@ export const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const { chainMode } = yield* AppConfig
     const token = yield* metricsToken
-    const gauges = yield* makeDbGauges
+    const leases = yield* Leases
+    const gauges = yield* makeDbGauges(leases.instance)
+    labelProcessMetrics(leases.instance)
     enableProcessMetrics()
+    // The database gauges are the same whoever reads them: one instance of the cluster reads and exports them.
+    const { held } = yield* leases.keep(CLUSTER_GAUGES_LEASE, { onGain: gauges.exporting(true), onLose: gauges.exporting(false), realTime: true })
     const refused = new Unauthorized({
       code: "METRICS_AUTH_REQUIRED",
       message: Option.isSome(token)
@@ -53,8 +59,10 @@ export const MetricsRouteLive = HttpApiBuilder.Router.use((router) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         if (!authorized(request.headers["authorization"])) return yield* refused
-        yield* gauges.refresh
-        const text = yield* Effect.promise(async () => `${await processRegistry.metrics()}\n${await gauges.registry.metrics()}`)
+        const cluster = yield* held
+        if (cluster) yield* gauges.refresh
+        const text = yield* Effect.promise(async () =>
+          [await processRegistry.metrics(), await gauges.local.metrics(), await clusterRegistry.metrics(), cluster ? await gauges.registry.metrics() : ""].join("\n"))
         return HttpServerResponse.text(text, { contentType: processRegistry.contentType, headers: { "cache-control": "no-store" } })
       })
     )
