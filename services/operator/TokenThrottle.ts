@@ -37,7 +37,7 @@ export class TokenThrottle extends Effect.Service<TokenThrottle>()("operator/Tok
      * One attempt from `address` with `offered`. The right token is accepted whatever the address did before: anyone
      * sharing the operator's address (a NAT, a proxy without TRUST_PROXY) could otherwise lock the operator out with a
      * few wrong guesses. Guessing stays hopeless because the token is strong (checked at start outside the devnet), not
-     * because of the limit. A wrong token is counted; past the limit it is answered 429 (one statement, no more).
+     * because of the limit. A wrong token is counted; past the limit it is answered 429 and given back (the lock never grows).
      */
     const check = (surface: Surface, address: string, offered: string, token: Redacted.Redacted<string>): Effect.Effect<TokenCheck> =>
       Effect.gen(function* () {
