@@ -1,6 +1,7 @@
 // Service configuration from the environment, validated at start with clear messages.
 import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
 import * as path from "node:path"
+import { MAX_TOKEN_CHARS, tokenWeakness } from "../src/domain/tokenStrength.js"
 
 export type ChainMode = "devnet" | "rpc"
 
@@ -83,7 +84,10 @@ export const appConfig = Effect.gen(function* () {
   const operatorToken = yield* Config.option(
     Config.redacted(
       Config.string("OPERATOR_TOKEN").pipe(
-        Config.validate({ message: "OPERATOR_TOKEN must be at least 16 characters", validation: (s) => s.length >= 16 })
+        Config.validate({
+          message: `OPERATOR_TOKEN must be 16 to ${MAX_TOKEN_CHARS} characters`,
+          validation: (s) => s.length >= 16 && s.length <= MAX_TOKEN_CHARS
+        })
       )
     )
   )
@@ -146,6 +150,9 @@ export const appConfig = Effect.gen(function* () {
         ConfigError.MissingData([], `CHAIN_RPC_URL is set, so these settings are required: ${missing.join(", ")}`)
       )
     }
+    // Outside the devnet the token, not the per-address throttle, is what keeps guessing hopeless (docs/security.md).
+    const weak = Option.flatMap(operatorToken, (token) => Option.fromNullable(tokenWeakness("OPERATOR_TOKEN", Redacted.value(token))))
+    if (Option.isSome(weak)) return yield* Effect.fail(ConfigError.InvalidData([], weak.value))
   }
   return {
     port,

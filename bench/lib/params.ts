@@ -33,7 +33,7 @@ export const PARAMS = {
   agentFee: 10_000n, // "0.01"
   platformFee: 1_000n, // 0.001
   registrationFee: 100_000n, // 0.10
-  operatorToken: "bench-operator-token-123456",
+  operatorToken: "bench-operator-token-Jc4mP9sV2xN7qR5w",
   settlementProbe: { sequential: 40, concurrent: 400, inFlight: 32 },
   diagnostics: { roundTripRequests: 100, profileWarmup: 100, profileRequests: 400, profileConcurrency: intEnv("BENCH_PROFILE_CONCURRENCY", 32) }
 }

@@ -43,7 +43,7 @@ export const httpDuration = new Histogram({
 
 export const operatorTokenFailures = new Counter({
   name: "marketplace_operator_token_failures_total",
-  help: "Operator-token attempts that failed, by surface (api: Authorization on /api/v1/operator; console: the /ops login) and outcome (refused: a wrong token, counted; locked: refused unchecked, the address is over its limit)",
+  help: "Operator-token attempts that failed, by surface (api: Authorization on /api/v1/operator; console: the /ops login) and outcome (refused: a wrong token, counted; locked: a wrong token from an address over its limit)",
   labelNames: ["surface", "outcome"] as const,
   registers: [processRegistry]
 })

@@ -1,13 +1,15 @@
 // JSON Schema handling for capability input/output schemas: bounds and meta-validation at registration, compiled
-// validators cached by content (within a memory budget), each validation's cost bounded before it runs, patterns on RE2.
-import { Effect } from "effect"
+// validators cached by content (within a memory budget), each validation's cost estimated before it runs and its time
+// bounded while it runs, patterns on RE2.
+import { Config, Effect } from "effect"
 import { createRequire } from "node:module"
 import type { ErrorObject, ValidateFunction } from "ajv"
 import { pointerToPath } from "../../src/domain/Json.js"
+import { withinDeadline } from "./hardDeadline.js"
 import { makePatternEngine } from "./patternEngine.js"
 import { type CostProfile, SCHEMA_LIMITS, schemaBounds } from "./schemaBounds.js"
 import { uniqueItemsKeyword } from "./uniqueItems.js"
-import { MAX_VALIDATION_WORK, validationWork } from "./validationCost.js"
+import { isLightInput, MAX_VALIDATION_WORK, validationWork } from "./validationCost.js"
 
 const require = createRequire(import.meta.url)
 // ajv ships CommonJS; its ESM typings expose the class as the default export's `default`.
@@ -18,6 +20,18 @@ export interface SchemaIssue {
   readonly path: string
   readonly message: string
 }
+
+const clip = (message: string) => (message.length > 300 ? `${message.slice(0, 300)}…` : message)
+
+/**
+ * The longest one validation may run, whatever its estimate said (the estimate bounds the usual work; this bounds what
+ * it misjudges, e.g. `enum`/`const` objects compared whole against a 60,000-key input). Above the pattern budget
+ * (250 ms), so a pattern-heavy validation still reports which pattern it could not check.
+ */
+export const ValidationDeadlineMs = Config.integer("VALIDATION_DEADLINE_MS").pipe(
+  Config.withDefault(500),
+  Config.validate({ message: "VALIDATION_DEADLINE_MS must be between 10 and 10000", validation: (n) => n >= 10 && n <= 10_000 })
+)
 
 /** ajv's errors as issues; a `pattern` error for a string the engine refused to check says why instead. */
 const formatErrors = (
@@ -30,7 +44,7 @@ const formatErrors = (
     const why = typeof pattern === "string" ? refused.get(pattern) : undefined
     return {
       path: pointerToPath(prefix, e.instancePath),
-      message: why ?? `${e.message ?? "is invalid"}${e.params && "allowedValues" in e.params ? ` (${String(e.params.allowedValues)})` : ""}`
+      message: why ?? clip(`${e.message ?? "is invalid"}${e.params && "allowedValues" in e.params ? ` (${String(e.params.allowedValues)})` : ""}`)
     }
   })
 
@@ -51,7 +65,8 @@ interface Compiled {
 }
 
 export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
-  sync: () => {
+  effect: Effect.gen(function* () {
+    const deadlineMs = yield* ValidationDeadlineMs
     // Dialect: JSON Schema 2020-12 by default; schemas declaring draft-07 are accepted too. `pattern`s run on RE2 (linear
     // time): a backtracking pattern like ^(a+)+$ would otherwise let an unpaid 30-character input block the event loop.
     const patterns = makePatternEngine()
@@ -148,8 +163,9 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
 
     /**
      * Validates `value`; returns the failing paths (empty when valid). A value whose estimated work exceeds
-     * MAX_VALIDATION_WORK, and a string the pattern engine refused to check (too long for its pattern, or the time budget
-     * spent), fail the validation: unchecked is never valid.
+     * MAX_VALIDATION_WORK, a validation still running after `deadlineMs` (terminated where it is), and a string the
+     * pattern engine refused to check (too long for its pattern, or the time budget spent) fail the validation: unchecked
+     * is never valid.
      */
     const validate = (schema: object, value: unknown, prefix: string): Array<SchemaIssue> => {
       let compiled: Compiled | Array<SchemaIssue>
@@ -168,7 +184,16 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
         }]
       }
       const validator = work <= REPORT_ALL_WORK ? (compiled.all ??= compile(compiled.schema, ajv)) : compiled.validator
-      const { value: valid, refused } = patterns.session(() => validator(value))
+      const { value: bounded, refused } = patterns.session(() =>
+        isLightInput(value) ? { _tag: "Done", value: validator(value) } as const : withinDeadline(deadlineMs, () => validator(value)))
+      if (bounded._tag === "Overrun") {
+        patterns.recover()
+        return [{
+          path: prefix,
+          message: `could not be checked against this schema within ${deadlineMs} ms (its rules are too costly for this input: send a smaller one)`
+        }]
+      }
+      const valid = bounded.value
       const issues = valid ? [] : formatErrors(validator.errors, prefix, refused)
       const reported = new Set(issues.map((i) => i.message))
       for (const why of refused.values()) if (!reported.has(why)) issues.push({ path: prefix, message: why })
@@ -176,5 +201,5 @@ export class JsonSchemas extends Effect.Service<JsonSchemas>()("JsonSchemas", {
     }
 
     return { checkSchema, checkSchemas, validate } as const
-  }
+  })
 }) {}

@@ -141,6 +141,8 @@ export interface PatternEngine {
   readonly regExp: RegExpEngine
   /** Runs one validation with a fresh time budget; `refused` says which patterns were not checked, and why (the check then failed). */
   readonly session: <A>(run: () => A) => { readonly value: A; readonly refused: ReadonlyMap<string, string> }
+  /** After a validation was terminated (hardDeadline.ts): a WASM call it cut short leaves the module unusable, so it is reloaded. */
+  readonly recover: () => void
 }
 
 export const makePatternEngine = (): PatternEngine => {
@@ -181,14 +183,28 @@ export const makePatternEngine = (): PatternEngine => {
     return entry
   }
 
+  /** Set while a call into the module runs: still set after a termination means the call was cut short. */
+  let inModule = false
+
   /** Runs `f` on the engine; a WASM abort reloads the module and rethrows. */
   const guarded = <A>(f: () => A): A => {
+    inModule = true
     try {
-      return f()
+      const value = f()
+      inModule = false
+      return value
     } catch (error) {
+      inModule = false
       if (error instanceof Error && error.name === "RuntimeError") reload() // a WASM abort
       throw error
     }
+  }
+
+  const recover = () => {
+    if (!inModule) return
+    inModule = false
+    compiled.clear()
+    Engine = undefined // loaded afresh at the next use
   }
 
   const admit = (source: string): number => {
@@ -260,5 +276,5 @@ export const makePatternEngine = (): PatternEngine => {
     }
   }
 
-  return { regExp, session }
+  return { regExp, session, recover }
 }

@@ -37,3 +37,29 @@ export const validationWork = (profile: CostProfile, value: unknown, limit = MAX
   }
   return work
 }
+
+/**
+ * Inputs this light (values, a string or key counting one per 64 characters) are validated without the hard deadline:
+ * every keyword's work is at most the schema's values ($refs expanded, at most 10,000) times the input's, a few
+ * milliseconds here, so the watchdog's ~40 µs would buy nothing on the usual paid call.
+ */
+export const LIGHT_INPUT_UNITS = 2_000
+
+/** Whether `value` weighs at most `limit` units; stops walking as soon as it is heavier. */
+export const isLightInput = (value: unknown, limit = LIGHT_INPUT_UNITS): boolean => {
+  let units = 0
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const v = stack.pop()
+    units += weight(v)
+    if (units > limit) return false
+    if (Array.isArray(v)) for (const item of v) stack.push(item)
+    else if (typeof v === "object" && v !== null) {
+      for (const [key, item] of Object.entries(v)) {
+        units += weight(key)
+        stack.push(item)
+      }
+    }
+  }
+  return true
+}

@@ -77,7 +77,7 @@ export const ErrorCodes = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415, meaning: "Request bodies must be `application/json`." },
   RATE_LIMITED: { status: 429, meaning: "Too many requests in the current window; see Retry-After." },
   DISPUTE_LIMIT_REACHED: { status: 429, meaning: "A client may file at most 10 disputes per calendar month (UTC)." },
-  OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); no token is checked until Retry-After (details.retryAfterSeconds)." },
+  OPERATOR_AUTH_THROTTLED: { status: 429, meaning: "Too many failed operator-token attempts from this client address (the operator API and the /ops login count together: OPS_LOGIN_MAX_FAILURES in OPS_LOGIN_WINDOW_SECONDS); every further wrong token is refused until Retry-After (details.retryAfterSeconds); the right token is always accepted." },
   QUOTE_RATE_LIMITED: { status: 429, meaning: "This client (a verified payer, or else its address) asked for too many dynamic quotes: details.limit is `in_flight` (QUOTE_CLIENT_IN_FLIGHT to this agent) or `rate` (QUOTE_CLIENT_PER_WINDOW in QUOTE_WINDOW_SECONDS); nothing was charged and the agent was not asked. See Retry-After." },
   INTERNAL_ERROR: { status: 500, meaning: "An unexpected fault on our side; nothing was charged that was not delivered. The request id in details lets operators find it." },
   EXECUTION_FAILED: { status: 502, meaning: "The agent failed (error, non-2xx, invalid JSON, or output not matching outputSchema); details.agentError says how. The payment is held for a retry." },

@@ -10,7 +10,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { SqlError } from "@effect/sql"
-import { Cause, Config, Effect, Layer, Option, Schema } from "effect"
+import { Cause, Clock, Config, Effect, Layer, Option, Schema } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { McpHttpLive } from "../mcp/Http.js"
 import { observeRequests } from "../../layers/observability/requests.js"
@@ -24,11 +24,13 @@ import {
   PayloadTooLarge,
   PaymentRequired,
   PaymentRequiredResponse,
+  RateLimited,
   Unavailable,
   UnsupportedMediaType
 } from "../domain/Errors.js"
 import { jsonNestingDepth, MAX_JSON_DEPTH } from "../domain/Json.js"
 import { Api } from "./Api.js"
+import { makeUnpaidBodyBudget, UnpaidBodyConfig } from "./unpaidBodies.js"
 import { AgentsHttpLive } from "./AgentsHttp.js"
 import { AnalyticsHttpLive, ReputationHttpLive } from "./AnalyticsHttp.js"
 import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
@@ -109,45 +111,72 @@ const shapeFailure = (cause: Cause.Cause<unknown>) => {
 
 const envelopeMiddleware = HttpApiBuilder.middleware(
   Api,
-  Effect.map(AppConfig, ({ maxBodyBytes }) => (app) =>
-    Effect.gen(function* () {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (request.method === "POST" || request.method === "PATCH" || request.method === "PUT") {
-        const length = request.headers["content-length"]
-        if (length !== undefined && Number(length) > maxBodyBytes) {
-          return yield* new PayloadTooLarge({
-            code: "PAYLOAD_TOO_LARGE",
-            message: `request bodies are limited to ${maxBodyBytes} bytes`,
-            details: { limitBytes: maxBodyBytes }
-          })
-        }
-        if (request.headers["transfer-encoding"] !== undefined && length === undefined) {
-          // A chunked body over the limit would be cut off with the socket before we could answer 413.
-          return yield* new LengthRequired({ code: "LENGTH_REQUIRED", message: "send request bodies with a Content-Length header" })
-        }
-        const hasBody = length !== undefined && length !== "0"
-        const type = request.headers["content-type"]
-        if (hasBody && (type === undefined || !JSON_TYPE.test(type))) {
-          return yield* new UnsupportedMediaType({
-            code: "UNSUPPORTED_MEDIA_TYPE",
-            message: "request bodies must be application/json",
-            details: { contentType: type ?? null }
-          })
-        }
-        if (hasBody) {
-          // Read (and cache) the body once to refuse absurd nesting before any recursive decoding sees it.
-          const text = yield* request.text
-          if (jsonNestingDepth(text) > MAX_JSON_DEPTH) {
-            return yield* new BadRequest({
-              code: "VALIDATION_ERROR",
-              message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
-              details: { issues: [{ path: "", message: `nested deeper than ${MAX_JSON_DEPTH} levels` }] }
+  Effect.map(Effect.all([AppConfig, UnpaidBodyConfig]), ([{ maxBodyBytes }, unpaidBodies]) => {
+    const budget = makeUnpaidBodyBudget(unpaidBodies)
+    /** A large body over its address's budget: answered before a byte of it is read. */
+    const overBudget = (retryAfterSeconds: number) => {
+      const error = new RateLimited({
+        code: "RATE_LIMITED",
+        message: `too many large request bodies from your address that did not succeed: above ${budget.freeBytes} bytes, at most ${budget.bytesPerMinute} bytes a minute are read before a request succeeds; nothing was read or charged; try again in ${retryAfterSeconds} seconds`,
+        details: { retryAfterSeconds, freeBytes: budget.freeBytes, bytesPerMinute: budget.bytesPerMinute }
+      })
+      return (encoderFor(error)?.(error) ?? Effect.die(error)).pipe(Effect.map(HttpServerResponse.setHeader("Retry-After", String(retryAfterSeconds))))
+    }
+    return (app) => Effect.suspend(() => {
+      // Reserved before the body is read; given back when the request succeeded (a paid call, an authenticated change).
+      let succeeded = () => {}
+      return Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        if (request.method === "POST" || request.method === "PATCH" || request.method === "PUT") {
+          const length = request.headers["content-length"]
+          if (length !== undefined && Number(length) > maxBodyBytes) {
+            return yield* new PayloadTooLarge({
+              code: "PAYLOAD_TOO_LARGE",
+              message: `request bodies are limited to ${maxBodyBytes} bytes`,
+              details: { limitBytes: maxBodyBytes }
             })
           }
+          if (length !== undefined) {
+            const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+            const reservation = budget.reserve(address, Number(length), yield* Clock.currentTimeMillis)
+            if (reservation._tag === "Refused") return yield* overBudget(reservation.retryAfterSeconds)
+            succeeded = reservation.succeeded
+          }
+          if (request.headers["transfer-encoding"] !== undefined && length === undefined) {
+            // A chunked body over the limit would be cut off with the socket before we could answer 413.
+            return yield* new LengthRequired({ code: "LENGTH_REQUIRED", message: "send request bodies with a Content-Length header" })
+          }
+          const hasBody = length !== undefined && length !== "0"
+          const type = request.headers["content-type"]
+          if (hasBody && (type === undefined || !JSON_TYPE.test(type))) {
+            return yield* new UnsupportedMediaType({
+              code: "UNSUPPORTED_MEDIA_TYPE",
+              message: "request bodies must be application/json",
+              details: { contentType: type ?? null }
+            })
+          }
+          if (hasBody) {
+            // Read (and cache) the body once to refuse absurd nesting before any recursive decoding sees it.
+            const text = yield* request.text
+            if (jsonNestingDepth(text) > MAX_JSON_DEPTH) {
+              return yield* new BadRequest({
+                code: "VALIDATION_ERROR",
+                message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels`,
+                details: { issues: [{ path: "", message: `nested deeper than ${MAX_JSON_DEPTH} levels` }] }
+              })
+            }
+          }
         }
-      }
-      return yield* app
-    }).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(maxBodyBytes)), Effect.catchAllCause(shapeFailure)))
+        return yield* app
+      }).pipe(
+        HttpIncomingMessage.withMaxBodySize(Option.some(maxBodyBytes)),
+        Effect.catchAllCause(shapeFailure),
+        Effect.tap((response) => {
+          if (response.status < 400) succeeded()
+        })
+      )
+    })
+  })
 )
 
 const cors = HttpApiBuilder.middlewareCors({

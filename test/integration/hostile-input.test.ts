@@ -89,7 +89,9 @@ describe("hostile input before payment (issue 24)", () => {
   it.scopedLive("200+ hostile schemas and inputs, unpaid, over registration, execute and MCP beside paid calls: 4xx envelopes within a second, the process alive under its memory cap, paid latency kept", () =>
     Effect.gen(function* () {
       const { env, query } = yield* sharedSettings()
-      const server = yield* serverProcess({ ...env, NODE_OPTIONS: HEAP_CAP_OPTIONS })
+      // Every payload here is parsed and validated: the per-address budget of large unpaid bodies (test/integration/
+      // unpaid-bodies.test.ts) would otherwise answer part of both runs 429 unread, and this test measures validation.
+      const server = yield* serverProcess({ ...env, NODE_OPTIONS: HEAP_CAP_OPTIONS, UNPAID_BODY_BYTES_PER_MINUTE: String(1024 * 1024 * 1024) })
       const pid = server.child.pid!
       const base = server.baseUrl
       const agent = yield* fakeAgent("echo")

@@ -16,7 +16,7 @@ import { productionChain } from "../support/productionChain.js"
 import { echoCapability } from "../support/scenario.js"
 import { ensureBundle, serverProcess, type ServerProcess } from "../support/servers.js"
 
-const OPERATOR = "production-mode-operator-token-0123456789"
+const OPERATOR = "production-mode-operator-token-Vk8tQ3nY6cW1zH5r"
 const settled = parseAbiItem("event AuthorizationSettled(address indexed token, address indexed from, bytes32 indexed nonce, uint256 index, bool ok)")
 
 const operatorHeaders = { authorization: `Bearer ${OPERATOR}`, "x-operator": "production test" }

@@ -25,7 +25,7 @@ const rpcSettings = (overrides: Record<string, string>) =>
         PORT: String(port),
         CHAIN_RPC_URL: inject("rpcUrl"),
         USDC_ADDRESS: inject("usdcAddress"),
-        OPERATOR_TOKEN: "rpc-mode-operator-token-0123",
+        OPERATOR_TOKEN: "rpc-mode-operator-token-Xq7vR2mK9pL4wT8z",
         PROXY_SIGNING_KEY: signingKey,
         CLIENT_ID_SECRET: "rpc-mode-client-id-secret-0123456789abcdef",
         WEBHOOK_SECRET_KEY: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
@@ -68,7 +68,7 @@ describe("CHAIN_RPC_URL mode", () => {
         call(`${baseUrl}/api/v1/operator/agents/${created.body.data.id}/trust-tier`, {
           method: "POST",
           json: { tier: "premium", reason: "rpc mode test" },
-          headers: { authorization: "Bearer rpc-mode-operator-token-0123", "x-operator": "rpc test" }
+          headers: { authorization: "Bearer rpc-mode-operator-token-Xq7vR2mK9pL4wT8z", "x-operator": "rpc test" }
         }))
       expect(operator.status).toBe(200)
     }), { timeout: 60_000 })

@@ -181,7 +181,7 @@ const freshDatabaseUrl = async () => {
 const rpcSettings = {
   USDC_ADDRESS: "0x5FbDB2315678afecb367f032d93F642f64180aa3",
   TREASURY_PRIVATE_KEY: `0x${"11".repeat(32)}`,
-  OPERATOR_TOKEN: "startup-test-operator-token",
+  OPERATOR_TOKEN: "startup-test-operator-token-Hb3nW8qZ5rT1yK6v",
   CLIENT_ID_SECRET: "startup-test-client-id-secret-0123456789",
   WEBHOOK_SECRET_KEY: "ab".repeat(32),
   CHAIN_TOKEN_SECRET: "startup-test-chain-token-secret-0123456789"
@@ -220,6 +220,15 @@ describe.concurrent("a start-up failure is one message and exit code 1", () => {
   it("missing settings outside devnet", async () => {
     expect(await failsToStart({ DATA_DIR: "/nonexistent", CHAIN_RPC_URL: "http://127.0.0.1:1" })).toBe(
       "agent marketplace could not start: configuration: CHAIN_RPC_URL is set, so these settings are required: USDC_ADDRESS, TREASURY_PRIVATE_KEY, OPERATOR_TOKEN, CLIENT_ID_SECRET, WEBHOOK_SECRET_KEY, CHAIN_TOKEN_SECRET"
+    )
+  })
+
+  it("a weak OPERATOR_TOKEN outside devnet is refused at start with one line", async () => {
+    expect(await failsToStart({ DATA_DIR: "/nonexistent", CHAIN_RPC_URL: "http://127.0.0.1:1", ...rpcSettings, OPERATOR_TOKEN: "operator-token-2026-operator-token" })).toBe(
+      "agent marketplace could not start: configuration: OPERATOR_TOKEN is too weak outside the devnet: it needs 32 to 1024 characters and about 128 bits of entropy (this one has 34 characters, about 74 bits); generate one with: openssl rand -base64 32"
+    )
+    expect(await failsToStart({ DATA_DIR: "/nonexistent", CHAIN_RPC_URL: "http://127.0.0.1:1", ...rpcSettings, OPERATOR_TOKEN: "startup-short-token" })).toMatch(
+      /^agent marketplace could not start: configuration: OPERATOR_TOKEN is too weak outside the devnet: .*\(this one has 19 characters, about \d+ bits\); generate one with: openssl rand -base64 32$/
     )
   })
 

@@ -9,7 +9,7 @@ export const notice = (n: Notice | undefined): Html | string =>
 export const loginPage = (refused: boolean | { readonly retryAfterSeconds: number }): Html =>
   html`${refused === false ? "" : refused === true
     ? notice({ ok: false, text: "That token was refused." })
-    : notice({ ok: false, text: `Too many failed logins from your address. Try again in ${Math.ceil(refused.retryAfterSeconds / 60)} minute${refused.retryAfterSeconds > 60 ? "s" : ""} (${refused.retryAfterSeconds} seconds); until then no token is checked.` })}
+    : notice({ ok: false, text: `Too many failed logins from your address. Try again in ${Math.ceil(refused.retryAfterSeconds / 60)} minute${refused.retryAfterSeconds > 60 ? "s" : ""} (${refused.retryAfterSeconds} seconds); until then every wrong token is refused like this one (the right token still logs you in).` })}
 <form method="post" action="/ops/login" class="lever">
 <label>Operator token <input type="password" name="token" required autocomplete="current-password" autofocus></label>
 <button type="submit">Log in</button></form>
