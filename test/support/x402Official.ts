@@ -14,13 +14,15 @@ const chunkDefining = async (declaration: string): Promise<Record<string, unknow
   for (const file of (await readdir(esmDir)).filter((f) => f.startsWith("chunk-") && f.endsWith(".mjs"))) {
     if ((await readFile(join(esmDir, file), "utf8")).includes(declaration)) {
       const loaded: unknown = await import(pathToFileURL(join(esmDir, file)).href)
-      if (typeof loaded === "object" && loaded !== null) return loaded as Record<string, unknown>
+      if (isRecord(loaded)) return loaded
     }
   }
   throw new Error(`@x402/evm: no chunk defines ${declaration}`)
 }
 
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 const isAbi = (u: unknown): u is Abi => Array.isArray(u) && u.every((i) => typeof i === "object" && i !== null && "type" in i)
+const isHex = (u: unknown): u is `0x${string}` => typeof u === "string" && /^0x[0-9a-fA-F]*$/.test(u)
 const isAddress = (u: unknown): u is Address => typeof u === "string" && /^0x[0-9a-fA-F]{40}$/.test(u)
 
 const abiChunk = await chunkDefining("var batchSettlementABI = [")
@@ -42,6 +44,6 @@ export const officialPermit2DepositCollectorAddress: Address = collector
 /** `@x402/evm`'s `buildErc3009CollectorData(validAfter, validBefore, salt, signature)`: the facilitator's deposit data. */
 export const officialErc3009CollectorData = (validAfter: string, validBefore: string, salt: string, signature: `0x${string}`): `0x${string}` => {
   const data: unknown = Reflect.apply(buildCollectorData, undefined, [validAfter, validBefore, salt, signature])
-  if (typeof data !== "string" || !data.startsWith("0x")) throw new Error("buildErc3009CollectorData returned no hex")
-  return data as `0x${string}`
+  if (!isHex(data)) throw new Error("buildErc3009CollectorData returned no hex")
+  return data
 }
