@@ -3,11 +3,15 @@
 // anvil without writing anything.
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { promisify } from "node:util"
 import { createPublicClient, createTestClient, http } from "viem"
+import { startDevnet } from "../../layers/devnet/anvil.js"
 import { spawnAnvil, type AnvilProcess } from "../../layers/devnet/process.js"
 import { CHANNEL_CONTRACTS } from "../../layers/devnet/channels/contracts.js"
-import { channelContractsPresent, UPTO_PERMIT2_PROXY_ADDRESS } from "../../layers/x402/channelContracts.js"
+import { BATCH_SETTLEMENT_ADDRESS, channelContractsPresent, UPTO_PERMIT2_PROXY_ADDRESS } from "../../layers/x402/channelContracts.js"
 import { posingRpc } from "../support/posingRpc.js"
 
 const run = promisify(execFile)
@@ -56,6 +60,26 @@ describe("deploy:channels", () => {
     } finally {
       await geth.close()
       await bare.stop()
+    }
+  }, 120_000)
+
+  it("a devnet restarted from its state file gets today's contracts again over whatever code the state held", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "devnet-channels-"))
+    try {
+      const stateFile = join(dir, "anvil-state.json")
+      const first = await startDevnet({ port: 0, stateFile })
+      await createTestClient({ mode: "anvil", transport: http(first.rpcUrl) }).setCode({ address: BATCH_SETTLEMENT_ADDRESS, bytecode: "0x6001" })
+      await first.stop()
+      const second = await startDevnet({ port: 0, stateFile })
+      try {
+        const chain = createPublicClient({ transport: http(second.rpcUrl) })
+        const ours = CHANNEL_CONTRACTS.find((c) => c.address === BATCH_SETTLEMENT_ADDRESS)
+        expect(await chain.getCode({ address: BATCH_SETTLEMENT_ADDRESS })).toBe(ours === undefined ? "missing" : (await chain.call({ data: ours.spec.shipped.bytecode })).data)
+      } finally {
+        await second.stop()
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
     }
   }, 120_000)
 })
