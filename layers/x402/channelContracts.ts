@@ -15,23 +15,27 @@ export const PERMIT2_DEPOSIT_COLLECTOR_ADDRESS: Address = "0x4020425FAf3B746C082
 /** Uniswap's canonical Permit2. */
 export const PERMIT2_ADDRESS: Address = "0x000000000022D473030F116dDEE9F6B43aC78BA3";
 export const UPTO_PERMIT2_PROXY_ADDRESS: Address = "0x4020A4f3b7b90ccA423B9fabCc0CE57C6C240002";
+/** The canonical Multicall3: `@x402/evm`'s facilitators read channel, allowance and balance state through it. */
+export const MULTICALL3_ADDRESS: Address = "0xcA11bde05977b3631167028862bE2a173976CA11";
 
 export interface SchemeContract {
   readonly name: string;
   readonly address: Address;
 }
 
-/** The contracts each scheme cannot work without (both deposit methods of `batch-settlement`). */
+/** The contracts each scheme cannot work without (both deposit methods of `batch-settlement`; the official facilitator's reads). */
 export const SCHEME_CONTRACTS: { readonly [S in ChannelScheme]: ReadonlyArray<SchemeContract> } = {
   "batch-settlement": [
     { name: "x402BatchSettlement", address: BATCH_SETTLEMENT_ADDRESS },
     { name: "ERC3009DepositCollector", address: ERC3009_DEPOSIT_COLLECTOR_ADDRESS },
     { name: "Permit2DepositCollector", address: PERMIT2_DEPOSIT_COLLECTOR_ADDRESS },
     { name: "Permit2", address: PERMIT2_ADDRESS },
+    { name: "Multicall3", address: MULTICALL3_ADDRESS },
   ],
   upto: [
     { name: "Permit2", address: PERMIT2_ADDRESS },
     { name: "x402UptoPermit2Proxy", address: UPTO_PERMIT2_PROXY_ADDRESS },
+    { name: "Multicall3", address: MULTICALL3_ADDRESS },
   ],
 };
 

@@ -9,7 +9,7 @@ import { computeChannelId } from "@x402/evm/batch-settlement/client"
 import { type Abi, encodeFunctionData, type Hex, keccak256, parseEventLogs, type TransactionReceipt, toHex } from "viem"
 import { channelContractsPresent } from "../../layers/x402/channelContracts.js"
 import { bigints, type ChannelChain, NETWORK, oursAbi, startChannelChain, WITHDRAW_DELAY } from "../support/channelChain.js"
-import { officialBatchSettlementAbi } from "../support/x402Official.js"
+import { officialBatchSettlementAbi, officialMulticall } from "../support/x402Official.js"
 
 let c: ChannelChain
 beforeAll(async () => {
@@ -53,6 +53,13 @@ describe("x402 channel contracts on the devnet", () => {
     const receipt = await c.deposit(config, 1_000n, collectorData)
 
     expect(await c.channelState(channelId)).toEqual({ balance: 1_000n, totalClaimed: 0n })
+    // The official facilitator's read of channel state (channels, pendingWithdrawals, refundNonce through Multicall3).
+    const read = (functionName: string) => ({ address: BATCH_SETTLEMENT_ADDRESS, abi: officialBatchSettlementAbi, functionName, args: [channelId] })
+    expect(await officialMulticall(c.publicClient.readContract.bind(c.publicClient), [read("channels"), read("pendingWithdrawals"), read("refundNonce")])).toEqual([
+      { status: "success", result: [1_000n, 0n] },
+      { status: "success", result: [0n, 0] },
+      { status: "success", result: 0n }
+    ])
     expect(await c.usdcBalance(c.payer.address)).toBe(payerBefore - 1_000n)
     expect(await c.usdcBalance(ERC3009_DEPOSIT_COLLECTOR_ADDRESS)).toBe(0n)
     expect(events(receipt, ours()).map((e) => e.name)).toEqual(expect.arrayContaining(["ChannelCreated", "Deposited"]))

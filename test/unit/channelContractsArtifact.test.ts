@@ -18,11 +18,12 @@ import {
   BATCH_SETTLEMENT_ADDRESS,
   channelContractsPresent,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  MULTICALL3_ADDRESS,
   PERMIT2_ADDRESS,
   PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   UPTO_PERMIT2_PROXY_ADDRESS
 } from "../../layers/x402/channelContracts.js"
-import { officialBatchSettlementAbi, officialPermit2DepositCollectorAddress } from "../support/x402Official.js"
+import { officialBatchSettlementAbi, officialMulticall3Address, officialPermit2DepositCollectorAddress } from "../support/x402Official.js"
 
 const shippedAbi = (name: string): Abi => {
   const found = CHANNEL_CONTRACTS.find((c) => c.name === name)
@@ -67,8 +68,9 @@ describe("the x402 channel and upto contracts we ship (layers/devnet/channels/*.
     expect(PERMIT2_DEPOSIT_COLLECTOR_ADDRESS).toBe(officialPermit2DepositCollectorAddress)
     expect(PERMIT2_ADDRESS).toBe(OFFICIAL_PERMIT2)
     expect(UPTO_PERMIT2_PROXY_ADDRESS).toBe(x402UptoPermit2ProxyAddress)
+    expect(MULTICALL3_ADDRESS).toBe(officialMulticall3Address)
     expect(CHANNEL_CONTRACTS.map((c) => c.address).sort()).toEqual(
-      [BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS].sort()
+      [BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS].sort()
     )
   })
 
@@ -83,6 +85,7 @@ describe("the x402 channel and upto contracts we ship (layers/devnet/channels/*.
     const ours = shapes(shippedAbi("x402UptoPermit2Proxy"))
     for (const shape of shapes(x402UptoPermit2ProxyABI)) expect(ours).toContain(shape)
   })
+
 })
 
 describe("channelContractsPresent (the start-up check)", () => {
@@ -91,7 +94,7 @@ describe("channelContractsPresent (the start-up check)", () => {
   })
 
   it("offers a scheme only when every contract it needs has code, and says in one line what is missing", async () => {
-    const all = [BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS]
+    const all = [BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_DEPOSIT_COLLECTOR_ADDRESS, PERMIT2_ADDRESS, UPTO_PERMIT2_PROXY_ADDRESS, MULTICALL3_ADDRESS]
     expect((await channelContractsPresent(reader(all), "eip155:8453")).present).toEqual(["batch-settlement", "upto"])
 
     const noProxy = await channelContractsPresent(reader(all.filter((a) => a !== UPTO_PERMIT2_PROXY_ADDRESS)), "eip155:8453")

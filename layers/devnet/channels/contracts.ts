@@ -11,12 +11,14 @@ import {
   BATCH_SETTLEMENT_ADDRESS,
   type ChannelScheme,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
+  MULTICALL3_ADDRESS,
   PERMIT2_ADDRESS,
   PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
   UPTO_PERMIT2_PROXY_ADDRESS,
 } from "../../x402/channelContracts.js";
 import type { ContractSpec } from "../compile.js";
 import { shippedErc3009DepositCollector } from "./erc3009DepositCollector.generated.js";
+import { shippedMulticall3 } from "./multicall3.generated.js";
 import { shippedPermit2 } from "./permit2.generated.js";
 import { shippedPermit2DepositCollector } from "./permit2DepositCollector.generated.js";
 import { shippedX402BatchSettlement } from "./x402BatchSettlement.generated.js";
@@ -94,4 +96,5 @@ export const CHANNEL_CONTRACTS: ReadonlyArray<ChannelContract> = [
     "shippedX402UptoPermit2Proxy",
     shippedX402UptoPermit2Proxy,
   ),
+  contract("Multicall3", MULTICALL3_ADDRESS, ["batch-settlement", "upto"], "Multicall3.sol", "multicall3.generated.ts", "shippedMulticall3", shippedMulticall3),
 ];
