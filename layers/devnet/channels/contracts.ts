@@ -9,7 +9,6 @@ import { fileURLToPath } from "node:url";
 import type { Address } from "viem";
 import {
   BATCH_SETTLEMENT_ADDRESS,
-  type ChannelScheme,
   ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
   MULTICALL3_ADDRESS,
   PERMIT2_ADDRESS,
@@ -24,11 +23,10 @@ import { shippedPermit2DepositCollector } from "./permit2DepositCollector.genera
 import { shippedX402BatchSettlement } from "./x402BatchSettlement.generated.js";
 import { shippedX402UptoPermit2Proxy } from "./x402UptoPermit2Proxy.generated.js";
 
-/** One contract: where it lives, which schemes need it, how to build ours, and where its shipped artifact is written. */
+/** One contract: where it lives, how to build ours, and where its shipped artifact is written. */
 export interface ChannelContract {
   readonly name: string;
   readonly address: Address;
-  readonly schemes: ReadonlyArray<ChannelScheme>;
   readonly spec: ContractSpec;
   /** The generated file (`npm run devnet:artifact`) and the name it exports. */
   readonly path: string;
@@ -38,7 +36,6 @@ export interface ChannelContract {
 const contract = (
   name: string,
   address: Address,
-  schemes: ReadonlyArray<ChannelScheme>,
   file: string,
   generated: string,
   exportName: string,
@@ -46,7 +43,6 @@ const contract = (
 ): ChannelContract => ({
   name,
   address,
-  schemes,
   spec: {
     sourcePath: fileURLToPath(new URL(`../../../contracts/${file}`, import.meta.url)),
     sourceName: file,
@@ -57,13 +53,12 @@ const contract = (
   exportName,
 });
 
-/** Permit2 first: the upto proxy and the Permit2 deposit collector call it. */
+/** In the order `npm run deploy:channels` reports them (all are placed at once: no code runs while placing). */
 export const CHANNEL_CONTRACTS: ReadonlyArray<ChannelContract> = [
-  contract("Permit2", PERMIT2_ADDRESS, ["upto", "batch-settlement"], "Permit2.sol", "permit2.generated.ts", "shippedPermit2", shippedPermit2),
+  contract("Permit2", PERMIT2_ADDRESS, "Permit2.sol", "permit2.generated.ts", "shippedPermit2", shippedPermit2),
   contract(
     "x402BatchSettlement",
     BATCH_SETTLEMENT_ADDRESS,
-    ["batch-settlement"],
     "X402BatchSettlement.sol",
     "x402BatchSettlement.generated.ts",
     "shippedX402BatchSettlement",
@@ -72,7 +67,6 @@ export const CHANNEL_CONTRACTS: ReadonlyArray<ChannelContract> = [
   contract(
     "ERC3009DepositCollector",
     ERC3009_DEPOSIT_COLLECTOR_ADDRESS,
-    ["batch-settlement"],
     "ERC3009DepositCollector.sol",
     "erc3009DepositCollector.generated.ts",
     "shippedErc3009DepositCollector",
@@ -81,7 +75,6 @@ export const CHANNEL_CONTRACTS: ReadonlyArray<ChannelContract> = [
   contract(
     "Permit2DepositCollector",
     PERMIT2_DEPOSIT_COLLECTOR_ADDRESS,
-    ["batch-settlement"],
     "Permit2DepositCollector.sol",
     "permit2DepositCollector.generated.ts",
     "shippedPermit2DepositCollector",
@@ -90,11 +83,10 @@ export const CHANNEL_CONTRACTS: ReadonlyArray<ChannelContract> = [
   contract(
     "x402UptoPermit2Proxy",
     UPTO_PERMIT2_PROXY_ADDRESS,
-    ["upto"],
     "X402UptoPermit2Proxy.sol",
     "x402UptoPermit2Proxy.generated.ts",
     "shippedX402UptoPermit2Proxy",
     shippedX402UptoPermit2Proxy,
   ),
-  contract("Multicall3", MULTICALL3_ADDRESS, ["batch-settlement", "upto"], "Multicall3.sol", "multicall3.generated.ts", "shippedMulticall3", shippedMulticall3),
+  contract("Multicall3", MULTICALL3_ADDRESS, "Multicall3.sol", "multicall3.generated.ts", "shippedMulticall3", shippedMulticall3),
 ];
