@@ -14,6 +14,7 @@ import { dirname } from "node:path";
 import { ensureWritableDir } from "../dataDir.js";
 import { DEV_ACCOUNTS, DEVNET_CHAIN_ID, DEVNET_MNEMONIC, DEVNET_SECOND_CHAIN_ID, DEVNET_SECOND_USDC_ADDRESS, DEVNET_USDC_ADDRESS } from "./accounts.js";
 import { DEVNET_SECOND_SETTLEMENT_BATCHER_ADDRESS, DEVNET_SETTLEMENT_BATCHER_ADDRESS, ensureBatcher } from "./batcher.js";
+import { placeChannelContracts } from "./channels/place.js";
 import { type CompiledContract, compileContract, compileTestUsdc, SETTLEMENT_BATCHER } from "./compile.js";
 import { pidFileFor, removePidFile, stopStaleAnvil, writePidFile } from "./pidFile.js";
 import { AnvilStartError, spawnAnvil } from "./process.js";
@@ -142,6 +143,8 @@ export const startDevnet = async (options: DevnetOptions = {}): Promise<Devnet> 
     await Promise.all([
       ensureToken(anvil.rpcUrl, getCompiled, second ? { chainId, address: DEVNET_SECOND_USDC_ADDRESS, nonce: 1 } : undefined),
       ensureBatcher(anvil.rpcUrl, () => compileContract(SETTLEMENT_BATCHER, options.compileCacheDir), second ? { chainId, nonce: 1 } : undefined),
+      // x402's channel and upto contracts at their canonical addresses (no transaction: anvil_setCode).
+      placeChannelContracts(anvil.rpcUrl, { replaceForeign: true }),
     ]);
     await saver?.flush();
   } catch (e) {

@@ -1,6 +1,6 @@
 /**
- * Regenerates the shipped contracts (`npm run devnet:artifact`): testUsdc.generated.ts and
- * settlementBatcher.generated.ts, each compiled by solc from its source in contracts/, shipped so that no start
+ * Regenerates the shipped contracts (`npm run devnet:artifact`): testUsdc.generated.ts,
+ * settlementBatcher.generated.ts and the x402 channel contracts' channels/*.generated.ts, each compiled by solc from its source in contracts/, shipped so that no start
  * compiles them (loading solc and compiling cost 1-2 s). test/unit/testUsdcArtifact.test.ts and
  * test/unit/settlementBatcherArtifact.test.ts fail when a shipped contract no longer matches a fresh compile.
  */
@@ -15,6 +15,7 @@ import {
   SETTLEMENT_BATCHER,
   TEST_USDC,
 } from "./compile.js";
+import { CHANNEL_CONTRACTS } from "./channels/contracts.js";
 
 interface Artifact {
   readonly spec: ContractSpec;
@@ -64,8 +65,12 @@ const generate = async (artifact: Artifact): Promise<string> => {
 export const generateArtifact = (): Promise<string> => generate(testUsdcArtifact);
 export const generateBatcherArtifact = (): Promise<string> => generate(batcherArtifact);
 
+/** The x402 channel and upto contracts (layers/devnet/channels/contracts.ts), each in its own generated file. */
+export const channelArtifacts: ReadonlyArray<Artifact> = CHANNEL_CONTRACTS;
+export const generateChannelArtifact = (artifact: Artifact): Promise<string> => generate(artifact);
+
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  for (const artifact of [testUsdcArtifact, batcherArtifact]) {
+  for (const artifact of [testUsdcArtifact, batcherArtifact, ...channelArtifacts]) {
     await writeFile(artifact.path, await generate(artifact));
     console.log(`wrote ${artifact.path}`);
   }
