@@ -95,6 +95,66 @@ describe("the SDK against the real service (issue 31)", () => {
     }
   }, 90_000)
 
+  it("metered capabilities declared with the SDK: a dynamic one's quote handler and reported usage set the charge, per-second time is measured, a per-token call without usage is logged; every result carries its transactionId for a dispute", async () => {
+    const warnings: Array<string> = []
+    const agent = createAgent({
+      marketplaceUrl: server.baseUrl,
+      name: "Metered",
+      warn: (message) => warnings.push(message),
+      capabilities: {
+        render: {
+          description: "Renders frames, priced by a quote",
+          pricing: { model: "dynamic", maxPrice: "0.05", quote: (input: { frames: number }) => (input.frames * 0.01).toFixed(6) },
+          handler: async (input: { frames: number }, ctx) => {
+            ctx.reportUsage(15_000) // micro-USDC of agent fee, under the quote of 0.02
+            return { frames: input.frames }
+          }
+        },
+        timed: {
+          description: "Takes its time, billed per started second",
+          pricing: { model: "per-minute", price: "0.01", per: "second", maxDurationSeconds: 5 },
+          handler: async () => ({ ok: true })
+        },
+        tokens: {
+          description: "Forgets to report its tokens",
+          pricing: { model: "per-token", pricePer1000Tokens: "0.002", maxTokens: 1_000 },
+          handler: async () => ({ ok: true })
+        }
+      }
+    })
+    const http = createServer(agent.handler)
+    await new Promise<void>((resolve) => http.listen(0, "127.0.0.1", resolve))
+    try {
+      const owner = agentOwner(agent, { wallet: devAccount(8) })
+      const { id } = await owner.register({ execution: `http://127.0.0.1:${(http.address() as AddressInfo).port}/` })
+      const market = marketplace({ baseUrl: server.baseUrl, wallet: devAccount(9), maxPayment: "1.00" })
+      const registered = ((await (await fetch(`${server.baseUrl}/api/v1/agents/${id}`)).json()) as { data: { capabilities: Array<{ pricing: unknown }> } }).data
+      expect(registered.capabilities.map((c) => c.pricing)).toEqual([
+        expect.objectContaining({ model: "dynamic", maxPrice: "0.050000" }),
+        expect.objectContaining({ model: "per-minute", per: "second", maxDurationSeconds: 5 }),
+        expect.objectContaining({ model: "per-token", maxTokens: 1_000 })
+      ])
+
+      // The quote (0.02) caps the charge; the reported 0.015 is what is charged, with the platform's 0.001.
+      const rendered = await market.execute<{ frames: number }>(id, "render", { frames: 2 })
+      expect(rendered.output).toEqual({ frames: 2 })
+      expect([rendered.charged, rendered.returned]).toEqual(["0.016000", "0.035000"])
+      const timed = await market.execute(id, "timed", {})
+      expect(toMicro(timed.charged ?? "") + toMicro(timed.returned ?? "")).toBe(51_000n) // 5 s at 0.01 + 0.001 authorised
+      expect(toMicro(timed.charged ?? "")).toBeLessThanOrEqual(21_000n) // a quick answer: at most two started seconds
+      const forgot = await market.execute(id, "tokens", {})
+      expect(forgot.charged).toBe("0.001000")
+      expect(warnings).toEqual([expect.stringMatching(/tokens is per-token but its handler reported no usage/)])
+
+      for (const result of [rendered, timed, forgot]) expect(result.transactionId).toMatch(/^tx_/)
+      const dispute = await market.dispute(rendered.transactionId ?? "", "overcharge", "the quote was too high")
+      expect(dispute).toMatchObject({ transactionId: rendered.transactionId, status: "open" })
+    } finally {
+      http.closeAllConnections()
+      http.close()
+    }
+  }, 90_000)
+
   it("the demo's flow: the money table the service gives matches the chain, reconciliation at zero drift", async () => {
     const lines: Array<string> = []
     const result = await runDemo({
