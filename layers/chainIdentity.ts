@@ -1,4 +1,5 @@
-// Which chain the database belongs to, per network: chain id, genesis block hash, USDC and batcher addresses. Recorded
+// Which chain the database belongs to, per network: chain id, the hash of block 1 (which commits to the genesis block;
+// block 0 itself is not stable on a devnet: anvil makes it again whenever it loads saved state), USDC and batcher. Recorded
 // at the first start on a network, compared at every later one under the start-up lock, before any service is built:
 // a database of another chain (a new devnet, a different RPC) refuses the start with one line, and nothing is sent.
 import { SqlClient } from "@effect/sql"
@@ -17,7 +18,9 @@ export interface ChainIdentity {
   readonly network: string
   readonly primary: boolean
   readonly chainId: number
-  readonly genesisHash: string
+  /** Block 1, or 0 on a chain that had no block 1 when it was recorded. */
+  readonly anchorBlock: number
+  readonly anchorHash: string
   readonly usdc: string
   readonly batcher: string | null
 }
@@ -29,8 +32,9 @@ export type IdentityStep =
   | { readonly _tag: "Same" }
   | { readonly _tag: "Mismatch"; readonly what: string }
 
+const anchor = (i: ChainIdentity) => `${i.anchorBlock === 0 ? "genesis" : `block ${i.anchorBlock}`} ${i.anchorHash}`
 const describe = (i: ChainIdentity) =>
-  `chain id ${i.chainId}, genesis ${i.genesisHash}, USDC ${i.usdc}${i.batcher === null ? "" : `, batcher ${i.batcher}`}`
+  `chain id ${i.chainId}, ${anchor(i)}, USDC ${i.usdc}${i.batcher === null ? "" : `, batcher ${i.batcher}`}`
 
 /**
  * The comparison, pure: the recorded identities against one configured network. A batcher configured where none was
@@ -46,7 +50,7 @@ export const compareIdentity = (recorded: ReadonlyArray<ChainIdentity>, current:
   }
   const differences = [
     ...(same.chainId !== current.chainId ? [`chain id ${current.chainId}`] : []),
-    ...(same.genesisHash !== current.genesisHash ? [`genesis ${current.genesisHash}`] : []),
+    ...(same.anchorBlock !== current.anchorBlock || same.anchorHash !== current.anchorHash ? [anchor(current)] : []),
     ...(same.usdc.toLowerCase() !== current.usdc.toLowerCase() ? [`USDC ${current.usdc}`] : []),
     ...(same.batcher !== null && same.batcher.toLowerCase() !== (current.batcher ?? "").toLowerCase() ? [`batcher ${current.batcher ?? "none"}`] : [])
   ]
@@ -56,27 +60,37 @@ export const compareIdentity = (recorded: ReadonlyArray<ChainIdentity>, current:
   return same.batcher === null && current.batcher !== null ? { _tag: "SetBatcher" } : { _tag: "Same" }
 }
 
-/** A network's identity as its RPC reports it (the genesis block's hash: one call). */
-export const identityOf = (chain: ChainShape, primary: boolean) =>
-  Effect.tryPromise({
-    try: () => chain.publicClient.getBlock({ blockNumber: 0n }),
-    catch: (error) => new ChainIdentityError({ message: `chain RPC ${chain.rpcUrl} did not give its genesis block: ${String(error).split("\n")[0]}` })
-  }).pipe(
-    Effect.map((genesis): ChainIdentity => ({
+/**
+ * A network's identity as its RPC reports it, at `anchorBlock` (the recorded one; for a first record block 1, or 0 on
+ * a chain without block 1). A chain shorter than the recorded anchor has "none" there: another chain.
+ */
+export const identityOf = (chain: ChainShape, primary: boolean, anchorBlock: number | undefined) =>
+  Effect.gen(function* () {
+    const rpcFailed = (error: unknown) =>
+      new ChainIdentityError({ message: `chain RPC ${chain.rpcUrl} did not answer: ${String(error).split("\n")[0]}` })
+    const height = yield* Effect.tryPromise({ try: () => chain.publicClient.getBlockNumber({ cacheTime: 0 }), catch: rpcFailed })
+    const block = anchorBlock ?? (height >= 1n ? 1 : 0)
+    const hash = BigInt(block) > height ? "none" : (yield* Effect.tryPromise({
+      try: () => chain.publicClient.getBlock({ blockNumber: BigInt(block) }),
+      catch: rpcFailed
+    })).hash
+    return {
       network: chain.network,
       primary,
       chainId: chain.chainId,
-      genesisHash: genesis.hash,
+      anchorBlock: block,
+      anchorHash: hash,
       usdc: chain.usdc.address,
       batcher: Option.getOrNull(chain.batcher)
-    }))
-  )
+    } satisfies ChainIdentity
+  })
 
 interface IdentityRow {
   readonly network: string
   readonly isPrimary: boolean
   readonly chainId: string
-  readonly genesisHash: string
+  readonly anchorBlock: string
+  readonly anchorHash: string
   readonly usdcAddress: string
   readonly batcherAddress: string | null
 }
@@ -103,11 +117,22 @@ const legacyEvidence = (sql: SqlClient.SqlClient, chain: ChainShape) =>
 export const checkChainIdentities = (networks: ReadonlyArray<ChainShape>, advice: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const current = yield* Effect.forEach(networks, (chain, i) => identityOf(chain, i === 0), { concurrency: "unbounded" })
-    const rows = yield* sql<IdentityRow>`SELECT network, is_primary, chain_id, genesis_hash, usdc_address, batcher_address FROM chain_identities`
+    const rows = yield* sql<IdentityRow>`
+      SELECT network, is_primary, chain_id, anchor_block, anchor_hash, usdc_address, batcher_address FROM chain_identities`
     const recorded = rows.map((r): ChainIdentity => ({
-      network: r.network, primary: r.isPrimary, chainId: Number(r.chainId), genesisHash: r.genesisHash, usdc: r.usdcAddress, batcher: r.batcherAddress
+      network: r.network,
+      primary: r.isPrimary,
+      chainId: Number(r.chainId),
+      anchorBlock: Number(r.anchorBlock),
+      anchorHash: r.anchorHash,
+      usdc: r.usdcAddress,
+      batcher: r.batcherAddress
     }))
+    const current = yield* Effect.forEach(
+      networks,
+      (chain, i) => identityOf(chain, i === 0, recorded.find((r) => r.network === chain.network)?.anchorBlock),
+      { concurrency: "unbounded" }
+    )
     const refuse = (what: string) => new ChainIdentityError({ message: `this database belongs to another chain: ${what}. ${advice}; nothing was sent` })
     const primary = networks[0]
     if (recorded.length === 0 && primary !== undefined) {
@@ -124,7 +149,8 @@ export const checkChainIdentities = (networks: ReadonlyArray<ChainShape>, advice
             network: identity.network,
             isPrimary: identity.primary,
             chainId: identity.chainId,
-            genesisHash: identity.genesisHash,
+            anchorBlock: identity.anchorBlock,
+            anchorHash: identity.anchorHash,
             usdcAddress: identity.usdc,
             batcherAddress: identity.batcher
           })}`
@@ -140,7 +166,7 @@ export const checkChainIdentities = (networks: ReadonlyArray<ChainShape>, advice
   }).pipe(Effect.withSpan("ChainIdentity.check"))
 
 /** What an operator does about a mismatch, for the way this service runs. */
-const adviceFor = (mode: "devnet" | "rpc", db: DatabaseInfo, dataDir: string): string => {
+export const adviceFor = (mode: "devnet" | "rpc", db: DatabaseInfo, dataDir: string): string => {
   if (mode === "devnet" && db.mode === "embedded") {
     const link = path.join(path.resolve(dataDir), "postgres")
     const where = db.dataDir !== undefined && db.dataDir !== link ? `${link} (the database, kept in ${db.dataDir})` : link
@@ -150,14 +176,16 @@ const adviceFor = (mode: "devnet" | "rpc", db: DatabaseInfo, dataDir: string): s
   return "Point the RPC setting at the chain this database belongs to, or give this chain a new, empty database (DATABASE_URL)"
 }
 
-/** At start, before any service: every configured network against the database's record, under the start-up lock. */
-export const ChainIdentityLive = Layer.effectDiscard(
+/** The check as a start runs it: the given networks (the primary first), with the advice for this way of running. */
+export const checkAtStart = (networks: ReadonlyArray<ChainShape>) =>
   Effect.gen(function* () {
-    const networks = yield* Networks
     const db = yield* DatabaseInfo
     const config = yield* AppConfig
+    const mode = networks[0]?.mode ?? "rpc"
     const check: Effect.Effect<void, ChainIdentityError | SqlError, SqlClient.SqlClient> =
-      checkChainIdentities(networks.all, adviceFor(networks.primary.mode, db, config.dataDir))
+      checkChainIdentities(networks, adviceFor(mode, db, config.dataDir))
     yield* Redacted.value(db.url) === "" ? check : check.pipe(withStartupLock(db.url))
   })
-)
+
+/** At start, before any service: every configured network against the database's record, under the start-up lock. */
+export const ChainIdentityLive = Layer.effectDiscard(Effect.flatMap(Networks, (networks) => checkAtStart(networks.all)))

@@ -87,7 +87,8 @@ describe("a database used with one devnet chain", () => {
   }, 60_000)
 
   it("started against a new devnet chain, refuses with one line saying what to do, and the treasury sends nothing", async () => {
-    // A new devnet, started seconds after the first: another genesis block (its timestamp is the start's second).
+    // A new devnet, started seconds after the first: another genesis block (its timestamp is the start's second), so
+    // another block 1 on top of it.
     const other = await startDevnet({ port: 0, compileCacheDir: join(process.cwd(), "node_modules", ".cache", "test-usdc") })
     devnets.push(other)
     const first = devnets[0]!
@@ -96,11 +97,11 @@ describe("a database used with one devnet chain", () => {
     const exit = await start(databaseUrl, dataDir, other)
     if (Exit.isSuccess(exit)) throw new Error("the start against another chain succeeded")
     const line = describeStartupFailure(exit.cause, "0")
-    const [genesisFirst, genesisOther] = await Promise.all([first, other].map((d) => publicClient(d).getBlock({ blockNumber: 0n }).then((b) => b.hash)))
-    expect(genesisOther).not.toBe(genesisFirst)
+    const [blockFirst, blockOther] = await Promise.all([first, other].map((d) => publicClient(d).getBlock({ blockNumber: 1n }).then((b) => b.hash)))
+    expect(blockOther).not.toBe(blockFirst)
     expect(line).toBe(
-      `this database belongs to another chain: network "base-sepolia" is chain id 84532, genesis ${genesisFirst}, USDC ${first.usdcAddress}, ` +
-        `batcher ${first.batcherAddress}, but the chain now has genesis ${genesisOther}. ` +
+      `this database belongs to another chain: network "base-sepolia" is chain id 84532, block 1 ${blockFirst}, USDC ${first.usdcAddress}, ` +
+        `batcher ${first.batcherAddress}, but the chain now has block 1 ${blockOther}. ` +
         "To start over on this devnet, give it a fresh database (a new, empty DATABASE_URL); nothing was sent"
     )
     expect(line).not.toContain("\n")
