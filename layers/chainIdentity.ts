@@ -85,6 +85,8 @@ export const identityOf = (chain: ChainShape, primary: boolean, anchorBlock: num
     } satisfies ChainIdentity
   })
 
+const isHex = (text: string): text is `0x${string}` => /^0x[0-9a-fA-F]+$/.test(text)
+
 interface IdentityRow {
   readonly network: string
   readonly isPrimary: boolean
@@ -105,9 +107,9 @@ const legacyEvidence = (sql: SqlClient.SqlClient, chain: ChainShape) =>
       SELECT tx_hash FROM treasury_txs WHERE state = 'confirmed' AND network IN (${chain.network}, '')
       ORDER BY mined_at DESC NULLS LAST, created_at DESC LIMIT 1`
     const hash = rows[0]?.txHash
-    if (hash === undefined) return Option.none<string>()
+    if (hash === undefined || !isHex(hash)) return Option.none<string>()
     const receipt = yield* Effect.tryPromise({
-      try: () => chain.publicClient.request({ method: "eth_getTransactionReceipt", params: [hash as `0x${string}`] }),
+      try: () => chain.publicClient.request({ method: "eth_getTransactionReceipt", params: [hash] }),
       catch: (error) => new ChainIdentityError({ message: `chain RPC ${chain.rpcUrl} did not answer: ${String(error).split("\n")[0]}` })
     })
     return receipt === null ? Option.some(`its confirmed treasury transaction ${hash} is not on the chain at ${chain.rpcUrl}`) : Option.none<string>()

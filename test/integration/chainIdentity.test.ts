@@ -17,9 +17,9 @@ import { describeStartupFailure } from "../../src/startupFailure.js"
 const treasuryKey = DEV_PRIVATE_KEYS[0]!
 const treasury = privateKeyToAccount(treasuryKey)
 
-const chainOf = (devnet: Devnet) =>
+const chainOf = (devnet: Devnet, mode: "devnet" | "rpc") =>
   Layer.effect(Chain, connectChain({
-    mode: "devnet",
+    mode,
     rpcUrl: devnet.rpcUrl,
     usdcAddress: devnet.usdcAddress,
     signerKey: Option.some(treasuryKey),
@@ -31,9 +31,9 @@ const publicClient = (devnet: Devnet) => createPublicClient({ chain: devnetChain
 const treasuryNonce = (devnet: Devnet) => publicClient(devnet).getTransactionCount({ address: treasury.address, blockTag: "pending" })
 
 /** Everything a start builds before it serves: database, chain-identity check, services, treasury start (nonce sync, gap repair). */
-const start = (databaseUrl: string, dataDir: string, devnet: Devnet) =>
+const start = (databaseUrl: string, dataDir: string, devnet: Devnet, mode: "devnet" | "rpc" = "devnet") =>
   Effect.runPromiseExit(
-    Effect.scoped(Layer.build(makeServicesLive(chainOf(devnet)))).pipe(
+    Effect.scoped(Layer.build(makeServicesLive(chainOf(devnet, mode)))).pipe(
       Effect.provide(ConfigLive),
       Effect.withConfigProvider(ConfigProvider.fromMap(new Map([
         ["DATABASE_URL", databaseUrl],
@@ -87,8 +87,10 @@ describe("a database used with one devnet chain", () => {
   }, 60_000)
 
   it("started against a new devnet chain, refuses with one line saying what to do, and the treasury sends nothing", async () => {
-    // A new devnet, started seconds after the first: another genesis block (its timestamp is the start's second), so
-    // another block 1 on top of it.
+    // A new devnet, as after a start over: another genesis block (its timestamp is the second anvil started in), so
+    // another block 1 on top of it. A person starting over is seconds later; here, at least the next second.
+    const genesis = await publicClient(devnets[0]!).getBlock({ blockNumber: 0n })
+    while (BigInt(Math.floor(Date.now() / 1000)) <= genesis.timestamp) await new Promise((r) => setTimeout(r, 50))
     const other = await startDevnet({ port: 0, compileCacheDir: join(process.cwd(), "node_modules", ".cache", "test-usdc") })
     devnets.push(other)
     const first = devnets[0]!
@@ -105,6 +107,18 @@ describe("a database used with one devnet chain", () => {
         "To start over on this devnet, give it a fresh database (a new, empty DATABASE_URL); nothing was sent"
     )
     expect(line).not.toContain("\n")
+    expect(await treasuryNonce(other)).toBe(before)
+
+    // The same database through an RPC (as in production): the line names the chain the database belongs to and
+    // says to point the RPC setting there or use a new database; still nothing sent.
+    const viaRpc = await start(databaseUrl, dataDir, other, "rpc")
+    if (Exit.isSuccess(viaRpc)) throw new Error("the start through an RPC against another chain succeeded")
+    expect(describeStartupFailure(viaRpc.cause, "0")).toBe(
+      line.replace(
+        "To start over on this devnet, give it a fresh database (a new, empty DATABASE_URL)",
+        "Point the RPC setting at the chain this database belongs to, or give this chain a new, empty database (DATABASE_URL)"
+      )
+    )
     expect(await treasuryNonce(other)).toBe(before)
   }, 60_000)
 })

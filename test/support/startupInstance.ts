@@ -11,8 +11,9 @@ import { PrimaryOnlyLive } from "../../layers/Networks.js"
 import { PgLive } from "../../layers/Pg.js"
 import { describeStartupFailure } from "../../src/startupFailure.js"
 
+const isAddress = (text: string | undefined): text is `0x${string}` => text !== undefined && /^0x[0-9a-fA-F]{40}$/.test(text)
 const [rpcUrl, usdcAddress] = process.argv.slice(2)
-if (rpcUrl === undefined || usdcAddress === undefined || !/^0x[0-9a-fA-F]{40}$/.test(usdcAddress)) {
+if (rpcUrl === undefined || !isAddress(usdcAddress)) {
   console.error("usage: startupInstance.ts <rpcUrl> <usdcAddress>")
   process.exit(2)
 }
@@ -23,7 +24,7 @@ const chain = await Effect.runPromise(
   connectChain({
     mode: "devnet",
     rpcUrl,
-    usdcAddress: usdcAddress as `0x${string}`,
+    usdcAddress,
     signerKey: Option.fromNullable(DEV_PRIVATE_KEYS[0]),
     treasuryAddress: Option.none()
   }).pipe(Scope.extend(chainScope))
