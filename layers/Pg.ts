@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url"
 import { AppConfig } from "./Config.js"
 import { startEmbeddedPostgres } from "./embeddedPostgres.js"
 import { PreparingClient } from "./pgPrepared.js"
+import { withStartupLock } from "./startupLock.js"
 import pg from "pg"
 
 export class DatabaseStartError extends Data.TaggedError("DatabaseStartError")<{ readonly message: string }> {}
@@ -36,6 +37,13 @@ export const sqlFileLoader = Effect.sync(() =>
     })
     .sort((a, b) => a[0] - b[0])
 )
+
+/**
+ * Every pending migration, the migrator's own `effect_sql_migrations` table included (the migrator creates it before
+ * its table lock), under the start-up lock: instances starting together on one database migrate it once, in turn.
+ */
+export const migrateUnderLock = (url: Redacted.Redacted<string>) =>
+  PgMigrator.run({ loader: sqlFileLoader }).pipe(withStartupLock(url))
 
 const clientOptions = {
   transformQueryNames: Str.camelToSnake,
@@ -158,7 +166,7 @@ export const PgLive = Layer.unwrapScoped(
         return pgPool
       })
     })
-    const migrated = PgMigrator.layer({ loader: sqlFileLoader }).pipe(Layer.provide(NodeContext.layer))
+    const migrated = Layer.effectDiscard(migrateUnderLock(url)).pipe(Layer.provide(NodeContext.layer))
     return Layer.merge(
       Layer.provideMerge(migrated, client),
       Layer.succeed(DatabaseInfo, DatabaseInfo.make({ mode, url, dataDir }))

@@ -1,7 +1,8 @@
 // Where the embedded PostgreSQL runs from and keeps its cluster. PostgreSQL refuses to run as root: as root it runs as
 // the `postgres` system user (created when missing), and when that user cannot reach the binaries in node_modules or
 // the data directory (a checkout under /root or a `mktemp -d` directory is mode 700), they are placed under
-// /var/tmp/agent-marketplace: the binaries copied once per version, the cluster kept there between runs.
+// /var/tmp/agent-marketplace: the binaries copied once per version, the cluster kept there between runs and linked from
+// where it was asked for (DATA_DIR/postgres), so that deleting DATA_DIR deletes it too.
 import { execFile, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
@@ -91,9 +92,32 @@ export const placePostgres = async (requestedDataDir: string): Promise<PgPlaceme
   const parent = path.dirname(requestedDataDir)
   await fs.mkdir(parent, { recursive: true })
   if (userCan(ids, "-x", parent)) return { binDir: reachableBin, dataDir: requestedDataDir, ids }
-  // The cluster moves next to the staged binaries, one directory per requested location, and stays there between runs.
-  const key = createHash("sha256").update(path.resolve(requestedDataDir)).digest("hex").slice(0, 16)
+  return { binDir: reachableBin, dataDir: await movedCluster(requestedDataDir), ids }
+}
+
+/**
+ * The cluster moves next to the staged binaries, one directory per requested location, and stays there between runs;
+ * the requested location becomes a symbolic link to it, so that it lives in DATA_DIR as far as anyone can see: deleting
+ * DATA_DIR (or the link) deletes the database too, at the next start. A moved directory that was linked once and whose
+ * link is gone is such a deletion; one that was never linked is a database from before links, adopted as it is.
+ */
+const movedCluster = async (requestedDataDir: string): Promise<string> => {
+  const requested = path.resolve(requestedDataDir)
+  const key = createHash("sha256").update(requested).digest("hex").slice(0, 16)
   const movedParent = path.join(await stagingRoot(), `data-${key}`)
+  const moved = path.join(movedParent, path.basename(requested))
+  const linkedMarker = path.join(movedParent, "linked-from")
+  const current = await fs.readlink(requested).catch(() => undefined)
+  if (current !== moved) {
+    const occupied = await fs.lstat(requested).then(() => true, () => false)
+    const wasLinked = await fs.access(linkedMarker).then(() => true, () => false)
+    if (!occupied && wasLinked) await fs.rm(movedParent, { recursive: true, force: true })
+    await fs.mkdir(movedParent, { recursive: true, mode: 0o755 })
+    if (!occupied) {
+      await fs.symlink(moved, requested)
+      await fs.writeFile(linkedMarker, `${requested}\n`)
+    }
+  }
   await fs.mkdir(movedParent, { recursive: true, mode: 0o755 })
-  return { binDir: reachableBin, dataDir: path.join(movedParent, path.basename(requestedDataDir)), ids }
+  return moved
 }

@@ -6,6 +6,7 @@ import { createServer } from "node:http"
 import { Chain, ChainLive } from "../layers/Chain.js"
 import { Leases } from "../layers/cluster/Leases.js"
 import { Networks, NetworksLive } from "../layers/Networks.js"
+import { ChainIdentityLive } from "../layers/chainIdentity.js"
 import { AppConfig } from "../layers/Config.js"
 import { PaymentVerifier } from "../layers/PaymentVerifier.js"
 import { DatabaseInfo, PgLive } from "../layers/Pg.js"
@@ -182,7 +183,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
       )
     ),
     Layer.provide(MachinesLive),
-    Layer.provideMerge(Layer.provideMerge(NetworksLive, Layer.mergeAll(PgLive, chain)))
+    // The database's chain identity is checked (and recorded) before any service is built: nothing is sent first.
+    Layer.provideMerge(Layer.provideMerge(Layer.provideMerge(ChainIdentityLive, NetworksLive), Layer.mergeAll(PgLive, chain)))
   )
 
 /**

@@ -50,6 +50,8 @@ export const describeStartupFailure = (cause: Cause.Cause<unknown>, port: string
     const hint = code === undefined ? undefined : hints[code]
     return hint !== undefined ? hint(port) : `the HTTP server could not listen: ${reasons(failure).join(": ")}`
   }
+  // Our own one-line refusal, whole (it names the directories and hashes the operator needs).
+  if (tag === "ChainIdentityError" && typeof failure === "object" && failure !== null && "message" in failure) return String(failure.message)
   if (tag === "SqlError") return `the database (DATABASE_URL) is not usable: ${reasons(failure).join(": ")}`
   return reasons(failure).join(": ")
 }

@@ -3,6 +3,7 @@
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { devnetOperatorToken } from "../../layers/devnet/operatorToken.js"
 import { Chain, ChainLive } from "../../layers/Chain.js"
+import { checkAtStart } from "../../layers/chainIdentity.js"
 import { AppConfig } from "../../layers/Config.js"
 import { LoggingLive, LogSettings } from "../../layers/observability/Logging.js"
 import { DatabaseInfo, PgLive } from "../../layers/Pg.js"
@@ -39,6 +40,9 @@ const sharedEnvironment = (workers: number) => Effect.gen(function* () {
 /** The primary: shared infrastructure, then `workers` server processes until a signal (or a crash loop). */
 export const runPrimary = (workers: number) =>
   Effect.gen(function* () {
+    // The primary network's chain identity once here (each worker checks every network again): a database of another
+    // chain stops the start with one line instead of a worker crash loop.
+    yield* checkAtStart([yield* Chain])
     const env = yield* sharedEnvironment(workers)
     return yield* superviseWorkers({ count: workers, env, maxRestarts: 5, windowMs: 60_000, stopGraceMs: 20_000 })
   }).pipe(

@@ -1,11 +1,11 @@
 // The real entry point (package.json "start") as a user runs it: every start-up failure is one message and exit code 1,
 // SIGTERM stops everything within 5 s, and a restart (also after kill -9) finds the data intact with nothing orphaned.
 import { type ChildProcess, spawn } from "node:child_process"
-import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises"
+import { access, chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { readFileSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { createPublicClient, createWalletClient, http, publicActions } from "viem"
@@ -387,4 +387,40 @@ describe.skipIf(process.platform !== "linux")("the embedded defaults, started, s
       third.child.kill("SIGKILL")
     }
   })
+})
+
+describe.skipIf(process.platform !== "linux" || process.getuid?.() !== 0)("as root, DATA_DIR where the postgres user cannot reach it", () => {
+  it("starting over (stop, delete DATA_DIR, start) gives a new database with the new devnet chain, though the cluster lives in /var/tmp", async () => {
+    const home = await mkdtemp(join(tmpdir(), "marketplace-root-home-"))
+    dirs.push(home)
+    await chmod(home, 0o700)
+    const dataDir = join(home, ".data")
+    const clusterOf = (service: Service) => {
+      const dir = /database:\s+embedded \(data in (.+)\)/.exec(service.stdout())?.[1]
+      if (dir === undefined) throw new Error(`no database directory in the banner:\n${service.stdout()}`)
+      return dir
+    }
+    const first = launch(await freePort(), { DATA_DIR: dataDir, DEVNET_PORT: "0" })
+    await healthy(first)
+    const cluster = clusterOf(first)
+    dirs.push(dirname(cluster))
+    expect(cluster.startsWith(dataDir)).toBe(false)
+    first.child.kill("SIGTERM")
+    await within(first.exited, 10_000, "SIGTERM")
+    // Something only the first database has.
+    await writeFile(join(cluster, "from-the-first-start"), "")
+
+    await rm(dataDir, { recursive: true, force: true })
+    const again = launch(await freePort(), { DATA_DIR: dataDir, DEVNET_PORT: "0" })
+    try {
+      await healthy(again)
+      expect(clusterOf(again)).toBe(cluster)
+      expect(await access(join(cluster, "from-the-first-start")).then(() => true, () => false)).toBe(false)
+      expect(again.stderr()).not.toContain("belongs to another chain")
+      again.child.kill("SIGTERM")
+      await within(again.exited, 10_000, "SIGTERM")
+    } finally {
+      again.child.kill("SIGKILL")
+    }
+  }, 120_000)
 })
