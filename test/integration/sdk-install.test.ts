@@ -2,7 +2,6 @@
 // temporary folder outside the repository installs it with its peers, type-checks with its own tsc and runs a per-token
 // agent that reports usage and a paying client against a running service (test/fixtures/sdk-consumer/main.ts): the
 // client disputes a call by `result.transactionId`, the owner withdraws; the chain agrees with every figure.
-import { Effect, Exit, Scope } from "effect"
 import { execFile } from "node:child_process"
 import { copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
@@ -11,8 +10,7 @@ import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { devAccount, devKey, usdcBalance } from "../support/clients.js"
-import { sharedSettings } from "../support/processes.js"
-import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
+import { sdkServer } from "../support/sdkServer.js"
 
 const run = promisify(execFile)
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -20,26 +18,16 @@ const root = fileURLToPath(new URL("../..", import.meta.url))
 const PEERS = ["viem", "@x402/fetch", "@x402/evm", "@x402/core", "ajv", "typescript", "@types/node"]
 const versionOf = async (name: string) => (JSON.parse(await readFile(join(root, "node_modules", name, "package.json"), "utf8")) as { version: string }).version
 
-let scope: Scope.CloseableScope
-let server: ServerProcess
+const service = sdkServer()
 let project = ""
 
 beforeAll(async () => {
-  await ensureBundle()
-  scope = Effect.runSync(Scope.make())
-  server = await Effect.runPromise(
-    Effect.gen(function* () {
-      const { env } = yield* sharedSettings({ DEVNET_HOLD_SECONDS: "1", LOG_LEVEL: "warn" })
-      return yield* serverProcess(env)
-    }).pipe(Scope.extend(scope))
-  )
   project = await mkdtemp(join(tmpdir(), "sdk-consumer-"))
-}, 120_000)
+})
 
 afterAll(async () => {
-  if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void))
   if (project !== "") await rm(project, { recursive: true, force: true })
-}, 60_000)
+})
 
 describe("the SDK installed outside the repository", () => {
   it("packs, installs with its peers, type-checks, and runs a per-token agent paid by the SDK client; a dispute by result.transactionId and a withdrawal work", async () => {
@@ -67,7 +55,7 @@ describe("the SDK installed outside the repository", () => {
     const { stdout } = await run(process.execPath, [join(project, "dist", "main.js")], {
       cwd: project,
       timeout: 90_000,
-      env: { ...process.env, MARKETPLACE_URL: server.baseUrl, OWNER_KEY: devKey(6), CLIENT_KEY: devKey(7) }
+      env: { ...process.env, MARKETPLACE_URL: service.current().baseUrl, OWNER_KEY: devKey(6), CLIENT_KEY: devKey(7) }
     })
     const seen = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as {
       outputs: Array<{ words: number }>

@@ -2,32 +2,16 @@
 // an agent written only from sdk/README.md registers, earns from paid calls (x402 v2, one of them async) and withdraws;
 // then the demo's whole flow (src/tools/demo/flow.ts), whose money table must match the chain at zero drift.
 import { agentOwner, ConflictError, createAgent, marketplace, toMicro } from "@agent-marketplace/sdk"
-import { Effect, Exit, Scope } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { describe, expect, inject, it } from "vitest"
 import { moneyTable, runDemo } from "../../src/tools/demo/flow.js"
 import { devAccount, usdcBalance } from "../support/clients.js"
-import { PROCESS_OPERATOR_TOKEN, sharedSettings } from "../support/processes.js"
-import { ensureBundle, type ServerProcess, serverProcess } from "../support/servers.js"
+import { PROCESS_OPERATOR_TOKEN } from "../support/processes.js"
+import { sdkServer } from "../support/sdkServer.js"
 
-let scope: Scope.CloseableScope
-let server: ServerProcess
-
-beforeAll(async () => {
-  await ensureBundle()
-  scope = Effect.runSync(Scope.make())
-  server = await Effect.runPromise(
-    Effect.gen(function* () {
-      const { env } = yield* sharedSettings({ DEVNET_HOLD_SECONDS: "1", LOG_LEVEL: "warn" })
-      return yield* serverProcess(env)
-    }).pipe(Scope.extend(scope))
-  )
-}, 120_000)
-
-afterAll(async () => {
-  if (scope !== undefined) await Effect.runPromise(Scope.close(scope, Exit.void))
-}, 60_000)
+const service = sdkServer()
+const server = { get baseUrl() { return service.current().baseUrl } }
 
 const until = async <A>(read: () => Promise<A>, done: (a: A) => boolean, ms = 30_000): Promise<A> => {
   const deadline = Date.now() + ms
@@ -128,6 +112,7 @@ describe("the SDK against the real service (issue 31)", () => {
       const owner = agentOwner(agent, { wallet: devAccount(8) })
       const { id } = await owner.register({ execution: `http://127.0.0.1:${(http.address() as AddressInfo).port}/` })
       const market = marketplace({ baseUrl: server.baseUrl, wallet: devAccount(9), maxPayment: "1.00" })
+      const payerBefore = await usdcBalance(devAccount(9).address)
       const registered = ((await (await fetch(`${server.baseUrl}/api/v1/agents/${id}`)).json()) as { data: { capabilities: Array<{ pricing: unknown }> } }).data
       expect(registered.capabilities.map((c) => c.pricing)).toEqual([
         expect.objectContaining({ model: "dynamic", maxPrice: "0.050000" }),
@@ -149,6 +134,9 @@ describe("the SDK against the real service (issue 31)", () => {
       for (const result of [rendered, timed, forgot]) expect(result.transactionId).toMatch(/^tx_/)
       const dispute = await market.dispute(rendered.transactionId ?? "", "overcharge", "the quote was too high")
       expect(dispute).toMatchObject({ transactionId: rendered.transactionId, status: "open" })
+      // The payer's balance ends at exactly its charges once the remainders are back on chain.
+      const charged = [rendered, timed, forgot].reduce((sum, r) => sum + toMicro(r.charged ?? ""), 0n)
+      await until(() => usdcBalance(devAccount(9).address), (balance) => balance === payerBefore - charged)
     } finally {
       http.closeAllConnections()
       http.close()

@@ -27,19 +27,23 @@ export const tempDataDir = (prefix = "marketplace-processes-") =>
     (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true }))
   )
 
+/** A plain pg connection for the test's own reads, closed with its scope. */
+export const pgConnection = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const c = new pg.Client(url)
+      await c.connect()
+      return c
+    }),
+    (c) => Effect.promise(() => c.end())
+  )
+
 /** One test database, a data directory, and the settings every server process of the test shares. */
 export const sharedSettings = (extra: Record<string, string> = {}) =>
   Effect.gen(function* () {
     const db = yield* freshDatabase
     const dataDir = yield* tempDataDir()
-    const client = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const c = new pg.Client(db.url)
-        await c.connect()
-        return c
-      }),
-      (c) => Effect.promise(() => c.end())
-    )
+    const client = yield* pgConnection(db.url)
     const query = <R extends pg.QueryResultRow>(text: string, values: ReadonlyArray<unknown> = []) =>
       Effect.promise(() => client.query<R>(text, [...values]).then((r) => r.rows))
     return { env: { DATABASE_URL: db.url, DEVNET_RPC_URL: inject("rpcUrl"), DATA_DIR: dataDir, OPERATOR_TOKEN: PROCESS_OPERATOR_TOKEN, ...extra }, query }

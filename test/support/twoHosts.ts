@@ -7,7 +7,7 @@ import { generateKeyPairSync } from "node:crypto"
 import pg from "pg"
 import { type Balancer, balancer } from "./balancer.js"
 import { freshDatabase } from "./harness.js"
-import { tempDataDir } from "./processes.js"
+import { pgConnection, tempDataDir } from "./processes.js"
 import { type ProductionChain, productionChain } from "./productionChain.js"
 import { ensureBundle, type ServerProcess, serverProcess } from "./servers.js"
 
@@ -43,14 +43,7 @@ export const twoHosts = (options: { readonly settings?: Record<string, string>; 
     const chain = yield* productionChain({ payers: options.payers ?? 6 })
     const db = yield* freshDatabase
     const front = yield* balancer
-    const client = yield* Effect.acquireRelease(
-      Effect.promise(async () => {
-        const c = new pg.Client(db.url)
-        await c.connect()
-        return c
-      }),
-      (c) => Effect.promise(() => c.end())
-    )
+    const client = yield* pgConnection(db.url)
     const shared = {
       DATABASE_URL: db.url,
       CHAIN_RPC_URL: chain.rpcUrl,
