@@ -1,7 +1,7 @@
 // After each round, once the cluster has finished what the round started: the money checks. Every payer was charged on
 // chain exactly what its settled payments less its confirmed refunds say; every failed call whose payment settled was
 // refunded (once: one refund row per execution, confirmed on chain); every completed call's payment settled; agents'
-// balances equal their completed calls' earnings; the ledger's accounts equal their entries; the treasury's drift is 0
+// balances equal their completed calls' earnings and their ledger entries; the treasury's drift is 0
 // at the last final block; and no execution is left unfinished.
 import pg from "pg"
 import { createPublicClient, http } from "viem"
@@ -94,7 +94,7 @@ export const check = async (cluster: Cluster, initial: ReadonlyMap<string, bigin
   for (const a of agents) if (a.balance !== a.earned) anomalies.push(`agent ${a.agent}: balance ${a.balance}, completed calls earned ${a.earned}`)
   const accounts = await query<{ id: string; balance: string; entries: string }>(cluster, `
     SELECT a.id, a.balance::text AS balance, COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.account_id = a.id), 0)::text AS entries
-    FROM ledger_accounts a WHERE a.balance <> COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.account_id = a.id), 0)`)
+    FROM ledger_accounts a WHERE a.id LIKE 'agent:%' AND a.balance <> COALESCE((SELECT SUM(amount) FROM ledger_entries e WHERE e.account_id = a.id), 0)`)
   for (const a of accounts) anomalies.push(`ledger account ${a.id}: balance ${a.balance}, entries ${a.entries}`)
   const unbalanced = await query<{ id: string }>(cluster, `SELECT transfer_id AS id FROM ledger_entries GROUP BY transfer_id HAVING SUM(amount) <> 0`)
   for (const t of unbalanced) anomalies.push(`ledger transfer ${t.id} does not balance`)
