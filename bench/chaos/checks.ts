@@ -38,7 +38,8 @@ const OPEN = `SELECT
   (SELECT count(*) FROM payments WHERE status IN ('reserved', 'retrying'))::int AS payments,
   (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast', 'mined', 'reorged'))::int AS txs,
   (SELECT count(*) FROM refunds WHERE status IN ('pending', 'submitted'))::int AS refunds,
-  (SELECT count(*) FROM executions WHERE status = 'pending')::int AS executions`
+  (SELECT count(*) FROM executions x JOIN payments p ON p.id = x.payment_id
+    WHERE x.status = 'pending' OR (x.status IN ('failed', 'timeout') AND p.status = 'settled'))::int AS executions`
 
 interface Open { payments: number; txs: number; refunds: number; executions: number }
 

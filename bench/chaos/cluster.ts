@@ -159,6 +159,8 @@ export const startCluster = async (options: { readonly confirmations: number }):
     TRUST_PROXY: "true",
     ALLOW_PRIVATE_URLS: "true",
     CHAIN_CONFIRMATIONS: String(options.confirmations),
+    // A failed call is refunded once its client's retry window closed: short, so that a round sees its refunds.
+    EXECUTION_RETRY_WINDOW_SECONDS: "15",
     RATE_LIMIT_AGENT_PER_WINDOW: "100000000",
     RATE_LIMIT_CLIENT_PER_WINDOW: "100000000",
     HEALTH_PROBE_INTERVAL_MS: "3600000",
