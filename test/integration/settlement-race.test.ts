@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, TestClock } from "effect"
 import { createPublicClient, createTestClient, createWalletClient, getAddress, type Hex, http, parseEther, parseSignature } from "viem"
-import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
+import { generatePrivateKey, type PrivateKeyAccount, privateKeyToAccount } from "viem/accounts"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import type { VerifiedPayment } from "../../layers/x402/payment.js"
@@ -23,7 +23,7 @@ const PRICE = 11_000n
 
 class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
 class Interpose extends Context.Tag("test/RpcInterpose")<Interpose, RpcInterpose>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 2 }))
+const OwnLive = Layer.scoped(Own, productionChain({ payers: 3 }))
 const InterposeLive = Layer.scoped(Interpose, Effect.flatMap(Own, (own) => rpcInterpose(own.rpcUrl))).pipe(Layer.provideMerge(OwnLive))
 
 /** The next paid call's settlement stops before it is sent (its process died): the payment waits for recovery. */
@@ -71,6 +71,16 @@ const landElsewhere = async (own: ProductionChain, p: VerifiedPayment) => {
   return hash
 }
 
+/** `from` sends `amount` USDC to `to` (with gas given to `from` first). */
+const move = (own: ProductionChain, from: PrivateKeyAccount, to: Hex, amount: bigint) =>
+  Effect.promise(async () => {
+    const chain = devnetChain(own.rpcUrl)
+    const transport = http(own.rpcUrl)
+    await createTestClient({ mode: "anvil", chain, transport }).setBalance({ address: from.address, value: parseEther("1") })
+    const hash = await createWalletClient({ account: from, chain, transport }).writeContract({ address: own.usdc, abi: usdcAbi, functionName: "transfer", args: [to, amount] })
+    await createPublicClient({ chain, transport }).waitForTransactionReceipt({ hash, pollingInterval: 20 })
+  })
+
 /** A fresh payer holding exactly `amount` (its last call, as payers near the end of their funds are). */
 const payerHolding = (own: ProductionChain, amount: bigint) =>
   Effect.promise(async () => {
@@ -83,6 +93,18 @@ const payerHolding = (own: ProductionChain, amount: bigint) =>
     const hash = await wallet.writeContract({ address: own.usdc, abi: usdcAbi, functionName: "transfer", args: [payer.address, amount] })
     await createPublicClient({ chain, transport }).waitForTransactionReceipt({ hash, pollingInterval: 20 })
     return payer
+  })
+
+/** Recovery passes, each after the leases and backoffs of the last ran out. */
+const recoverPasses = (n: number) =>
+  Effect.gen(function* () {
+    const payments = yield* Payments
+    const worker = yield* TreasuryWorker
+    for (let pass = 0; pass < n; pass++) {
+      yield* TestClock.adjust(61_000)
+      yield* payments.recoverDue
+      yield* worker.processDue
+    }
   })
 
 layer(App, { timeout: 90_000 })("an authorization that lands while the service looks it up", (it) => {
@@ -108,13 +130,7 @@ layer(App, { timeout: 90_000 })("an authorization that lands while the service l
       interpose.before(ethCallHolding(balanceOfCall(payer.address)), async () => {
         landed = await landElsewhere(own, p)
       })
-      const payments = yield* Payments
-      const worker = yield* TreasuryWorker
-      for (let pass = 0; pass < 4; pass++) {
-        yield* TestClock.adjust(61_000)
-        yield* payments.recoverDue
-        yield* worker.processDue
-      }
+      yield* recoverPasses(4)
       expect(interpose.fired()).toBe(1)
       expect(landed).toBeDefined()
       expect(yield* Effect.promise(() => own.balanceOf(payer.address))).toBe(0n)
@@ -125,6 +141,40 @@ layer(App, { timeout: 90_000 })("an authorization that lands while the service l
       const [booked] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_transfers WHERE payment_id = ${held!.id} AND kind = 'settlement'`
       expect(booked?.n).toBe(1)
       // The blocks after it make it final; the ledger's treasury equals the chain's.
+      yield* Effect.promise(() => createTestClient({ mode: "anvil", chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) }).mine({ blocks: 5 }))
+      expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
+
+  it.scoped("a payer short of the amount is held, not failed: when money comes back and the authorization lands, it is settled and booked once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const own = yield* Own
+      const { sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(own.payers[2]!, agent.url, { tier: "premium" })
+      const payer = yield* payerHolding(own, PRICE)
+      const elsewhere = own.payers[1]!
+
+      crash.next = true
+      yield* execute(payer, { targetAgentId: agentId, capabilityId: "echo", input: { text: "spent elsewhere" } })
+      const p = crash.seen.at(-1)!
+      const [held] = yield* sql<{ id: string }>`SELECT id FROM payments WHERE payer = ${payer.address.toLowerCase()}`
+      // The payer spends the money before the payment settles: the authorization is valid, unused, and not covered.
+      yield* move(own, payer, elsewhere.address, PRICE)
+      yield* recoverPasses(1)
+      const [waiting] = yield* sql<{ status: string }>`SELECT status FROM payments WHERE id = ${held!.id}`
+      expect(waiting?.status).toBe("retrying")
+      expect(yield* sql`SELECT 1 FROM treasury_txs WHERE purpose IN ('settlement', 'settlement_batch')
+                        AND id IN (SELECT treasury_tx_id FROM payments WHERE id = ${held!.id})`).toHaveLength(0)
+
+      // Money comes back to the payer (a refund of an earlier call), and someone lands the authorization.
+      yield* move(own, elsewhere, payer.address, PRICE)
+      const landed = yield* Effect.promise(() => landElsewhere(own, p))
+      yield* recoverPasses(2)
+      const [row] = yield* sql<{ status: string; txHash: string | null }>`SELECT status, tx_hash FROM payments WHERE id = ${held!.id}`
+      expect(row).toEqual({ status: "settled", txHash: landed })
+      const [booked] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ledger_transfers WHERE payment_id = ${held!.id} AND kind = 'settlement'`
+      expect(booked?.n).toBe(1)
       yield* Effect.promise(() => createTestClient({ mode: "anvil", chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) }).mine({ blocks: 5 }))
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
