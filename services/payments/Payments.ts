@@ -179,7 +179,9 @@ export class Payments extends Effect.Service<Payments>()("payments/Payments", {
         }
         const p = verifiedOf(row)
         const found = yield* lookUp(on(p), p, Option.none())
-        if (found.outcome._tag !== "Pending") return yield* sql.withTransaction(recordIn(row.id, found))
+        // Settled or failed for good; or the payer is short of the amount: a transaction now could not pay, so the
+        // payment waits for its next try (or its expiry) without one.
+        if (found.outcome._tag !== "Pending" || found.outcome.unfunded === true) return yield* sql.withTransaction(recordIn(row.id, found))
         yield* settle(row.id, p, requirementsFor(row))
       }).pipe(
         Effect.catchTag("ChainReadError", (e) => Effect.logWarning(`payment ${row.id}: chain lookup failed, will retry: ${e.message}`)),

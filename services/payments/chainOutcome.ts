@@ -7,14 +7,15 @@ import { settlementBatcherAbi } from "../../layers/devnet/batcherAbi.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import type { RejectionReason, VerifiedPayment } from "../../layers/x402/payment.js"
 import { settlesAsVrs, tokenSignatureOf } from "../../layers/x402/smartAccount.js"
-import { authorizationPayment, ChainReadError, movedExactly } from "../treasury/chainReads.js"
+import { authorizationPayment, balanceAt, type ChainReadError, headBlock, movedExactly } from "../treasury/chainReads.js"
 import type { TxOutcome } from "../treasury/TreasuryWriter.js"
 
 /** The outcome of trying to settle now. */
 export type SettleOutcome =
   | { readonly _tag: "Settled"; readonly txHash: string; readonly block: bigint | null }
   | { readonly _tag: "Failed"; readonly reason: RejectionReason | "rpc_error"; readonly message: string }
-  | { readonly _tag: "Pending"; readonly message: string }
+  /** `unfunded`: the payer held less than the amount at the block looked at (sending it now could not pay). */
+  | { readonly _tag: "Pending"; readonly message: string; readonly unfunded?: true }
 
 /** A settlement attempt: its outcome, and the treasury transaction's own outcome to record with it. */
 export interface Settlement {
@@ -149,26 +150,34 @@ export const paidInBatch = (
  * What the chain says happened to an authorization whose own settlement did not confirm (reverted, dropped, a failed
  * batch item, or never sent): paid to the treasury by anyone (a front-runner included) is settled with that hash;
  * otherwise failed for good, or worth another try.
+ *
+ * Every read is at one block (the head when it starts): another process's settlement of the same authorization, or a
+ * front-runner's, may be mined between two reads, and reads at two heights (unused at one, the payer's funds gone at
+ * the next: spent by that very transfer) failed a payment whose money was in the treasury. A payer short of the amount
+ * is not final either while the authorization is valid: money may come back to them (a refund) and any copy of it
+ * (ours in flight, another process's, a front-runner's) may still land. It fails only once it expired unused.
  */
 export const lookUp = (chain: ChainShape, p: VerifiedPayment, tx: Settlement["tx"]): Effect.Effect<Settlement, ChainReadError> =>
   Effect.gen(function* () {
-    const found = yield* authorizationPayment(chain, p.payer, p.nonce, chain.treasury, p.amount)
+    // The clock is read before the head: a block after the head is mined later, so (its timestamp following the clock)
+    // an authorization expired by now can no longer be used in it.
+    const now = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
+    const head = yield* headBlock(chain)
+    const found = yield* authorizationPayment(chain, p.payer, p.nonce, chain.treasury, p.amount, head.number)
     if (Option.isSome(found.payment)) {
       return { outcome: { _tag: "Settled", txHash: found.payment.value.txHash, block: found.payment.value.block }, tx }
     }
     if (found.used) {
       return { outcome: { _tag: "Failed", reason: "payment_already_used", message: "the authorization was used without paying the treasury" }, tx }
     }
-    const now = BigInt(Math.floor((yield* Clock.currentTimeMillis) / 1000))
-    if (p.validBefore <= now) {
-      return { outcome: { _tag: "Failed", reason: "invalid_exact_evm_payload_authorization_valid_before", message: "the authorization expired unsettled" }, tx }
+    const balance = yield* balanceAt(chain, p.payer, head.number)
+    if (p.validBefore <= now || p.validBefore <= head.timestamp) {
+      return balance < p.amount
+        ? { outcome: { _tag: "Failed", reason: "insufficient_funds", message: "the payer no longer held the amount when the authorization expired" }, tx }
+        : { outcome: { _tag: "Failed", reason: "invalid_exact_evm_payload_authorization_valid_before", message: "the authorization expired unsettled" }, tx }
     }
-    const balance = yield* Effect.tryPromise({
-      try: () => chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [getAddress(p.payer)] }),
-      catch: (error) => new ChainReadError({ message: `balance: ${String(error).slice(0, 200)}` })
-    })
     if (balance < p.amount) {
-      return { outcome: { _tag: "Failed", reason: "insufficient_funds", message: "the payer no longer holds the amount" }, tx }
+      return { outcome: { _tag: "Pending", message: `the payer held less than the amount at block ${head.number}; held until it settles or expires`, unfunded: true }, tx }
     }
     return { outcome: { _tag: "Pending", message: "not settled yet; will try again" }, tx }
   })

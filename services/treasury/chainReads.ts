@@ -45,16 +45,34 @@ export const minedNonce = (chain: ChainShape, address: `0x${string}`) =>
 export const pendingNonce = (chain: ChainShape, address: `0x${string}`) =>
   read("nonce", () => chain.publicClient.getTransactionCount({ address, blockTag: "pending" })).pipe(Effect.map(BigInt))
 
+/** The chain's head: one height to read several things at, so that they describe the same chain. */
+export const headBlock = (chain: ChainShape) =>
+  read("head block", () => chain.publicClient.getBlock({ blockTag: "latest" })).pipe(
+    Effect.map((b) => ({ number: b.number, timestamp: b.timestamp }))
+  )
+
+/** The payer's USDC at `block`. */
+export const balanceAt = (chain: ChainShape, owner: string, block: bigint) =>
+  read("balance", () =>
+    chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "balanceOf", args: [getAddress(owner)], blockNumber: block }))
+
 /**
  * The transaction that used an authorization, whoever sent it, if it paid `to` exactly `amount` from `payer`:
- * AuthorizationUsed(payer, nonce) in a recent block, then its receipt's Transfer log.
+ * AuthorizationUsed(payer, nonce) in a recent block, then its receipt's Transfer log. `at`: everything is read at that
+ * height (the caller reads more at it); otherwise at the head.
  */
-export const authorizationPayment = (chain: ChainShape, payer: string, nonce: Hex, to: string, amount: bigint) =>
+export const authorizationPayment = (chain: ChainShape, payer: string, nonce: Hex, to: string, amount: bigint, at?: bigint) =>
   Effect.gen(function* () {
     const used = yield* read("authorizationState", () =>
-      chain.publicClient.readContract({ address: chain.usdc.address, abi: usdcAbi, functionName: "authorizationState", args: [getAddress(payer), nonce] }))
+      chain.publicClient.readContract({
+        address: chain.usdc.address,
+        abi: usdcAbi,
+        functionName: "authorizationState",
+        args: [getAddress(payer), nonce],
+        ...(at === undefined ? {} : { blockNumber: at })
+      }))
     if (!used) return { used: false, payment: Option.none<{ readonly txHash: Hex; readonly block: bigint }>() } as const
-    const latest = yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 }))
+    const latest = at ?? (yield* read("block number", () => chain.publicClient.getBlockNumber({ cacheTime: 0 })))
     const logs = yield* read("AuthorizationUsed logs", () =>
       chain.publicClient.getContractEvents({
         address: chain.usdc.address,
