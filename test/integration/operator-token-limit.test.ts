@@ -29,7 +29,8 @@ const failures = (surface: string, outcome: string) =>
   Effect.flatMap(TestEnv, ({ baseUrl }) =>
     Effect.promise(async () => {
       const text = await (await fetch(`${baseUrl}/metrics`)).text()
-      const line = text.split("\n").find((l) => l.startsWith(`marketplace_operator_token_failures_total{surface="${surface}",outcome="${outcome}"}`))
+      // Per-process series carry the instance's label too (docs/observability.md).
+      const line = text.split("\n").find((l) => l.startsWith(`marketplace_operator_token_failures_total{surface="${surface}",outcome="${outcome}",`))
       return line === undefined ? 0 : Number(line.split(" ").at(-1))
     }))
 
