@@ -58,7 +58,7 @@ INSERT INTO ledger_accounts (id, kind, description) VALUES
 -- voucher_max_claimable):
 --   'replayed'          the request id was charged already: its first outcome, nothing charged again;
 --   'request_conflict'  the request id belongs to a charge of another channel or amount;
---   'unknown_channel' / 'not_open'  nothing charged;
+--   'unknown_channel' / 'not_open' / 'invalid_amount' (≤ 0)  nothing charged;
 --   'stale'             charged_cumulative ≠ p_expected: the current state, for the corrective 402;
 --   'voucher_short'     p_expected + p_amount > the voucher's ceiling;
 --   'over_balance'      p_expected + p_amount > the channel's balance;
@@ -84,7 +84,9 @@ BEGIN
       ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
     RETURN;
   END IF;
-  IF ch.status <> 'open' THEN
+  IF p_amount <= 0 THEN
+    RETURN QUERY SELECT 'invalid_amount'::text, ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
+  ELSIF ch.status <> 'open' THEN
     RETURN QUERY SELECT 'not_open'::text, ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
   ELSIF ch.charged_cumulative <> p_expected THEN
     RETURN QUERY SELECT 'stale'::text, ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
@@ -93,11 +95,17 @@ BEGIN
   ELSIF p_expected + p_amount > ch.balance THEN
     RETURN QUERY SELECT 'over_balance'::text, ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
   ELSE
+    -- The same request id charged on another channel at this very moment holds the key: that one is the charge.
+    INSERT INTO channel_charges (request_id, channel_id, amount, cumulative_after, voucher_max_claimable, status)
+      VALUES (p_request, p_channel, p_amount, p_expected + p_amount, p_max_claimable, 'charged')
+      ON CONFLICT (request_id) DO NOTHING;
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT 'request_conflict'::text, ch.charged_cumulative, ch.balance, ch.voucher_max_claimable;
+      RETURN;
+    END IF;
     UPDATE channels c SET charged_cumulative = p_expected + p_amount, voucher_max_claimable = p_max_claimable,
                           voucher_signature = p_signature, updated_at = now()
       WHERE c.id = p_channel;
-    INSERT INTO channel_charges (request_id, channel_id, amount, cumulative_after, voucher_max_claimable, status)
-      VALUES (p_request, p_channel, p_amount, p_expected + p_amount, p_max_claimable, 'charged');
     RETURN QUERY SELECT 'charged'::text, p_expected + p_amount, ch.balance, p_max_claimable;
   END IF;
 END

@@ -57,7 +57,7 @@ export interface ChargeInput {
 }
 
 export const ChargeOutcome = Schema.Struct({
-  outcome: Schema.Literal("charged", "replayed", "request_conflict", "unknown_channel", "not_open", "stale", "voucher_short", "over_balance"),
+  outcome: Schema.Literal("charged", "replayed", "request_conflict", "unknown_channel", "not_open", "invalid_amount", "stale", "voucher_short", "over_balance"),
   /** The channel's state after the statement: what a corrective 402 tells the payer to sign over. */
   chargedCumulative: Schema.NullOr(Schema.BigInt),
   balance: Schema.NullOr(Schema.BigInt),

@@ -179,6 +179,53 @@ describe("channel charges", () => {
       expect(yield* b.returnCharge("req_late")).toEqual({ outcome: "returned", chargedCumulative: 110n })
     }))
 
+  it.scopedLive("a claim built while failed calls give their charges back: each charge is either claimed or returned, never both", () =>
+    Effect.gen(function* () {
+      const db = yield* freshDatabase
+      const [a, b] = yield* Effect.all([processRepo(db.url), processRepo(db.url)])
+      const id = yield* openChannel(a, 5, 1_000_000n)
+      let cumulative = 0n
+      for (let i = 0; i < 20; i++) {
+        const amount = 100n + BigInt(i)
+        expect((yield* a.charge({ channelId: id, requestId: `req_${i}`, amount, voucher: voucher(cumulative + amount), expectedCumulative: cumulative })).outcome)
+          .toBe("charged")
+        cumulative += amount
+      }
+      // One process builds the claim while the other returns every charge.
+      const [take, returned] = yield* Effect.all(
+        [a.claim(id), Effect.all(Array.from({ length: 20 }, (_, i) => b.returnCharge(`req_${i}`)), { concurrency: 4 })],
+        { concurrency: 2 }
+      )
+      const charges = yield* a.charges(id)
+      const claimed = charges.filter((c) => c.status === "claimed")
+      expect(claimed.length + charges.filter((c) => c.status === "returned").length).toBe(20)
+      expect(returned.filter((r) => r.outcome === "returned")).toHaveLength(20 - claimed.length)
+      expect(returned.filter((r) => r.outcome === "claimed")).toHaveLength(claimed.length)
+      const claimedSum = claimed.reduce((s, c) => s + BigInt(c.amount), 0n)
+      const row = Option.getOrThrow(yield* a.find(id))
+      // What the claim submits is exactly what stays charged: nothing returned is claimed, nothing claimed returned.
+      expect(row.chargedCumulative).toBe(claimedSum)
+      expect(row.claimedCumulative).toBe(claimedSum)
+      expect(Option.match(take, { onNone: () => 0n, onSome: (t) => t.totalClaimed })).toBe(claimedSum)
+    }))
+
+  it.scopedLive("a zero price is refused; one request id raced onto two channels is charged on one of them only", () =>
+    Effect.gen(function* () {
+      const db = yield* freshDatabase
+      const [a, b] = yield* Effect.all([processRepo(db.url), processRepo(db.url)])
+      const one = yield* openChannel(a, 6, 1_000n)
+      const two = yield* openChannel(a, 7, 1_000n)
+      expect((yield* a.charge({ channelId: one, requestId: "req_0", amount: 0n, voucher: voucher(0n), expectedCumulative: 0n })).outcome)
+        .toBe("invalid_amount")
+      const raced = yield* Effect.all([
+        a.charge({ channelId: one, requestId: "req_x", amount: 10n, voucher: voucher(10n), expectedCumulative: 0n }),
+        b.charge({ channelId: two, requestId: "req_x", amount: 10n, voucher: voucher(10n), expectedCumulative: 0n })
+      ], { concurrency: 2 })
+      expect(raced.map((r) => r.outcome).sort()).toEqual(["charged", "request_conflict"])
+      const rows = yield* Effect.all([a.find(one), a.find(two)])
+      expect(rows.map((r) => Option.getOrThrow(r).chargedCumulative).sort()).toEqual([0n, 10n])
+    }))
+
   it.scopedLive("the table refuses a balance below what is charged, whatever writes it", () =>
     Effect.gen(function* () {
       const db = yield* freshDatabase
