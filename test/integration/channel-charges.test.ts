@@ -1,28 +1,15 @@
-// Charges against a batch-settlement channel on the real PostgreSQL, from two connection pools as two processes would
-// hold them: the compare-and-set charge, its replay, the corrective state, returned charges and the claim's take.
-import { PgClient } from "@effect/sql-pg"
+// Charges against a batch-settlement channel on the real PostgreSQL, from two connection pools (as two processes hold
+// them) and from two node processes: the compare-and-set charge, its replay, the corrective state, returned charges
+// and the claim's take.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, String as Str } from "effect"
+import { Effect, Option } from "effect"
+import { spawn } from "node:child_process"
 import { channelMachine } from "../../machines/channel.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
-import { type ChargeOutcome, makeChannelsRepo, type NewChannel } from "../../services/channels/Repo.js"
+import type { NewChannel } from "../../services/channels/Repo.js"
+import { payUntilAnswered, processRepo, type Repo, voucher } from "../support/channelCharges.js"
 import { freshDatabase } from "../support/harness.js"
 
-/** A repository on its own pool of connections: what one process of the service holds. */
-const processRepo = (url: string) =>
-  Effect.gen(function* () {
-    const pool = PgClient.layer({
-      url: Redacted.make(url),
-      maxConnections: 8,
-      transformQueryNames: Str.camelToSnake,
-      transformResultNames: Str.snakeToCamel,
-      transformJson: false
-    })
-    const context = yield* Layer.build(pool)
-    return yield* Effect.provide(makeChannelsRepo, context)
-  })
-
-type Repo = Effect.Effect.Success<ReturnType<typeof processRepo>>
 
 const hex = (n: number, width: number) => `0x${n.toString(16).padStart(width, "0")}`
 const channel = (n: number, balance: bigint): NewChannel => ({
@@ -48,25 +35,23 @@ const openChannel = (repo: Repo, n: number, balance: bigint) =>
     return ch.id
   })
 
-const voucher = (maxClaimable: bigint) => ({ maxClaimable, signature: `0x${maxClaimable.toString(16).padStart(130, "0")}` })
-
-/**
- * A paying client: signs a voucher over what it believes is charged plus the price; on a stale answer it takes the
- * corrective state (the 402's chargedCumulative) and signs again. Ends on the first answer that is not stale.
- */
-const payUntilAnswered = (repo: Repo, channelId: string, requestId: string, amount: bigint) =>
-  Effect.gen(function* () {
-    let expected = 0n
-    for (let attempt = 0; attempt < 2_000; attempt++) {
-      const answer: ChargeOutcome = yield* repo.charge({ channelId, requestId, amount, voucher: voucher(expected + amount), expectedCumulative: expected })
-      if (answer.outcome !== "stale") return { answer, attempts: attempt + 1 }
-      expected = answer.chargedCumulative ?? 0n
-    }
-    return yield* Effect.dieMessage(`${requestId} never got past a stale answer`)
+/** test/support/channelCharger.ts in its own node process: each request's outcome. */
+const chargerProcess = (url: string, channelId: string, amounts: ReadonlyArray<bigint>) =>
+  Effect.async<{ readonly pid: number; readonly outcomes: ReadonlyArray<{ readonly i: number; readonly outcome: string }> }, Error>((resume) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "test/support/channelCharger.ts", url, channelId, ...amounts.map(String)], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let out = ""
+    let err = ""
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()))
+    child.on("exit", (code) =>
+      resume(code === 0 ? Effect.try({ try: () => JSON.parse(out), catch: () => new Error(out) }) : Effect.fail(new Error(`charger exited ${code}: ${err}`))))
+    return Effect.sync(() => child.kill("SIGKILL"))
   })
 
 describe("channel charges", () => {
-  it.scopedLive("50 paid calls, each sent by two processes at once: each charged exactly once, never past the balance, the cumulative the sum", () =>
+  it.scopedLive("50 paid calls, each sent at once through two connection pools: each charged exactly once, never past the balance, the cumulative the sum", () =>
     Effect.gen(function* () {
       const db = yield* freshDatabase
       const [a, b] = yield* Effect.all([processRepo(db.url), processRepo(db.url)])
@@ -103,6 +88,24 @@ describe("channel charges", () => {
       const over = yield* a.charge({ channelId: id, requestId: "req_over", amount: 1n, voucher: voucher(total + 1n), expectedCumulative: total })
       expect(over).toEqual({ outcome: "over_balance", chargedCumulative: total, balance: total, voucherMaxClaimable: total })
       expect(Option.getOrThrow(yield* a.find(id)).chargedCumulative).toBe(total)
+    }))
+
+  it.scopedLive("two processes send the same 30 paid calls at once: each charged by exactly one of them, the cumulative the sum", () =>
+    Effect.gen(function* () {
+      const db = yield* freshDatabase
+      const repo = yield* processRepo(db.url)
+      const amounts = Array.from({ length: 30 }, (_, i) => 2_000n + BigInt(i) * 11n)
+      const total = amounts.reduce((s, x) => s + x, 0n)
+      const id = yield* openChannel(repo, 8, total)
+      const [one, two] = yield* Effect.all([chargerProcess(db.url, id, amounts), chargerProcess(db.url, id, amounts)], { concurrency: 2 })
+      expect(one.pid).not.toBe(two.pid)
+      for (let i = 0; i < amounts.length; i++) {
+        const both = [...one.outcomes, ...two.outcomes].filter((o) => o.i === i).map((o) => o.outcome).sort()
+        expect(both).toEqual(["charged", "replayed"])
+      }
+      const row = Option.getOrThrow(yield* repo.find(id))
+      expect(row.chargedCumulative).toBe(total)
+      expect((yield* repo.charges(id)).reduce((s, c) => s + BigInt(c.amount), 0n)).toBe(total)
     }))
 
   it.scopedLive("a replay returns the first outcome and charges nothing; a stale or short voucher is refused with the current state", () =>
