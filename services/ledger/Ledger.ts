@@ -17,6 +17,8 @@ export const Accounts = {
   platformRevenue: "platform_revenue",
   /** Chain budgets paid by root clients, not yet spent by sub-calls nor refunded (migration 0015). */
   chainBudgets: "chain_budgets",
+  /** Charged against payers' batch-settlement channels, not yet settled to the treasury (migration 0046). */
+  channelReceivable: "channel_receivable",
   agentAvailable: (agentId: string) => `agent:${agentId}:available`,
   agentPending: (agentId: string) => `agent:${agentId}:pending`,
   /** What the agent owes the platform: earnings a dispute took back that it had already withdrawn (opened on first use). */

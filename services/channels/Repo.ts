@@ -1,0 +1,141 @@
+// Batch-settlement channels in PostgreSQL: the row (mirror of the contract's channel, what we charged, the latest
+// voucher, the machine snapshot) and the one-statement compare-and-set charge, its return and the claim's take
+// (migrations/0046_channels.sql; docs/settlement.md "Channels: state and charges").
+import { SqlClient, type SqlError, type Statement } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { rowsOf } from "../sql/Rows.js"
+
+export const ChannelStatus = Schema.Literal("depositPending", "open", "withdrawing", "claimFailed", "drained", "closed", "depositFailed")
+export type ChannelStatus = typeof ChannelStatus.Type
+
+export const ChannelRow = Schema.Struct({
+  id: Schema.String,
+  network: Schema.String,
+  payer: Schema.String,
+  payerAuthorizer: Schema.String,
+  receiver: Schema.String,
+  token: Schema.String,
+  withdrawDelay: Schema.Number,
+  balance: Schema.BigInt,
+  chargedCumulative: Schema.BigInt,
+  claimedCumulative: Schema.BigInt,
+  settledCumulative: Schema.BigInt,
+  voucherMaxClaimable: Schema.NullOr(Schema.BigInt),
+  voucherSignature: Schema.NullOr(Schema.String),
+  status: ChannelStatus,
+  machineSnapshot: Schema.Unknown,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+export type ChannelRow = typeof ChannelRow.Type
+
+/** A channel we learnt of (its deposit seen in a payment): the contract's config, lowercase hex. */
+export interface NewChannel {
+  readonly id: string
+  readonly network: string
+  readonly payer: string
+  readonly payerAuthorizer: string
+  readonly receiver: string
+  readonly token: string
+  readonly withdrawDelay: number
+  readonly balance: bigint
+}
+
+/** A voucher over the channel's cumulative ceiling (its EIP-712 signature is verified before the charge). */
+export interface Voucher {
+  readonly maxClaimable: bigint
+  readonly signature: string
+}
+
+export interface ChargeInput {
+  readonly channelId: string
+  readonly requestId: string
+  readonly amount: bigint
+  readonly voucher: Voucher
+  /** What the payer believes the channel's charged cumulative is (the voucher is signed over it). */
+  readonly expectedCumulative: bigint
+}
+
+export const ChargeOutcome = Schema.Struct({
+  outcome: Schema.Literal("charged", "replayed", "request_conflict", "unknown_channel", "not_open", "invalid_amount", "stale", "voucher_short", "over_balance"),
+  /** The channel's state after the statement: what a corrective 402 tells the payer to sign over. */
+  chargedCumulative: Schema.NullOr(Schema.BigInt),
+  balance: Schema.NullOr(Schema.BigInt),
+  voucherMaxClaimable: Schema.NullOr(Schema.BigInt)
+})
+export type ChargeOutcome = typeof ChargeOutcome.Type
+
+export const ReturnOutcome = Schema.Struct({
+  outcome: Schema.Literal("returned", "already_returned", "claimed", "unknown"),
+  chargedCumulative: Schema.NullOr(Schema.BigInt)
+})
+export type ReturnOutcome = typeof ReturnOutcome.Type
+
+export const ClaimTake = Schema.Struct({
+  totalClaimed: Schema.BigInt,
+  voucherMaxClaimable: Schema.BigInt,
+  voucherSignature: Schema.String
+})
+export type ClaimTake = typeof ClaimTake.Type
+
+const rows = rowsOf(ChannelRow)
+const outcomes = rowsOf(ChargeOutcome)
+const returns = rowsOf(ReturnOutcome)
+const takes = rowsOf(ClaimTake)
+
+/** The outcome the statements always answer with one row; none is a bug in our SQL. */
+const single = <A>(r: ReadonlyArray<A>): Effect.Effect<A> =>
+  r[0] === undefined ? Effect.dieMessage("a channel statement answered no row") : Effect.succeed(r[0])
+
+export const makeChannelsRepo = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const first = (r: ReadonlyArray<ChannelRow>) => Option.fromNullable(r[0])
+
+  const insert = (channel: NewChannel, status: ChannelStatus, snapshot: unknown) =>
+    sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot)
+        VALUES (${channel.id}, ${channel.network}, ${channel.payer}, ${channel.payerAuthorizer}, ${channel.receiver},
+                ${channel.token}, ${channel.withdrawDelay}, ${channel.balance}, ${status}, ${JSON.stringify(snapshot)}::jsonb)
+        ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
+
+  const find = (id: string) => Effect.map(rows(sql`SELECT * FROM channels WHERE id = ${id}`), first)
+  /** For the machine host: the row locked for the caller's transaction. */
+  const lock = (id: string) => Effect.map(rows(sql`SELECT * FROM channels WHERE id = ${id} FOR UPDATE`), first)
+
+  /** The machine's state and snapshot, in the caller's transaction (with the host's history row). */
+  const saveMachine = (id: string, status: ChannelStatus, snapshot: unknown) =>
+    sql`UPDATE channels SET status = ${status}, machine_snapshot = ${JSON.stringify(snapshot)}::jsonb, updated_at = now()
+        WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /** The on-chain balance as read (a top-up raises the ceiling; the CHECK refuses one below what is charged). */
+  const mirrorBalance = (id: string, balance: bigint) =>
+    sql`UPDATE channels SET balance = ${balance}, updated_at = now() WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /**
+   * The charge as a statement fragment, for a caller that makes it part of a larger statement (the paid call's
+   * reservation): `SELECT * FROM channel_charge(…)`.
+   */
+  const chargeStatement = (input: ChargeInput): Statement.Statement<unknown> =>
+    sql`SELECT * FROM channel_charge(${input.channelId}, ${input.requestId}, ${input.amount}, ${input.voucher.maxClaimable},
+                                     ${input.voucher.signature}, ${input.expectedCumulative})`
+
+  /** One statement: charged exactly once per request id, never past the voucher's ceiling or the balance. */
+  const charge = (input: ChargeInput): Effect.Effect<ChargeOutcome, SqlError.SqlError> =>
+    outcomes(chargeStatement(input)).pipe(Effect.flatMap(single), Effect.withSpan("ChannelsRepo.charge"))
+
+  /** One statement: a charge no claim has taken goes back (charged_cumulative lowered once). */
+  const returnCharge = (requestId: string): Effect.Effect<ReturnOutcome, SqlError.SqlError> =>
+    returns(sql`SELECT * FROM channel_return_charge(${requestId})`).pipe(Effect.flatMap(single), Effect.withSpan("ChannelsRepo.returnCharge"))
+
+  /** One statement: everything charged becomes claimed; what the claim submits, or none when nothing is new. */
+  const claim = (channelId: string): Effect.Effect<Option.Option<ClaimTake>, SqlError.SqlError> =>
+    takes(sql`SELECT * FROM channel_claim(${channelId})`).pipe(Effect.map((r) => Option.fromNullable(r[0])), Effect.withSpan("ChannelsRepo.claim"))
+
+  const charges = (channelId: string) =>
+    sql<{ requestId: string; amount: string; cumulativeAfter: string; status: string }>`
+      SELECT request_id, amount::text, cumulative_after::text, status FROM channel_charges c WHERE c.channel_id = ${channelId}
+      ORDER BY c.created_at, c.cumulative_after`
+
+  return { insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, claim, charges } as const
+})
+
+export class ChannelsRepo extends Effect.Service<ChannelsRepo>()("channels/Repo", { effect: makeChannelsRepo }) {}
