@@ -156,7 +156,9 @@ const giveBack = async (value: bigint) => {
 const drained: { value: bigint } = { value: 0n }
 
 layer(
-  TestApp({}, {
+  // A payer short of the amount fails for good only once its authorization expired unused (docs/settlement.md, "Looking
+  // a payment up"): payments here are valid for 10 s, so that comes within the test.
+  TestApp({ PAYMENT_TIMEOUT_SECONDS: "10" }, {
     faults: {
       beforeSettle: (p) =>
         p.payer.toLowerCase() === DRAINED.address.toLowerCase() && drained.value === 0n
@@ -177,9 +179,9 @@ layer(
       yield* execute(DRAINED, echo(agentId, "unpaid"))
       expect(drained.value).toBeGreaterThan(0n)
       const { sql } = yield* TestEnv
-      // The settlement's final failure is recorded (by the request, or by the recovery worker: polled, bounded).
+      // The settlement's final failure is recorded once the authorization expired (by the recovery worker: polled, bounded).
       let failed = false
-      for (let i = 0; i < 400 && !failed; i++) {
+      for (let i = 0; i < 2_400 && !failed; i++) {
         const rows = yield* sql<{ status: string }>`SELECT status FROM payments WHERE lower(payer) = ${DRAINED.address.toLowerCase()}`
         failed = rows[0]?.status === "failed"
         if (!failed) yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 25)))
