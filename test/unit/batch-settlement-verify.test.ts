@@ -4,7 +4,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Schema, TestClock } from "effect"
 import { zeroAddress } from "viem"
-import { DepositPayload, decodeChannelPaymentSignature } from "../../layers/x402/batchSettlement/payloads.js"
+import { DepositPayload, decodeChannelPaymentSignature, RefundPayload } from "../../layers/x402/batchSettlement/payloads.js"
+import { verifyRefund } from "../../layers/x402/batchSettlement/refund.js"
 import { verifyDeposit } from "../../layers/x402/batchSettlement/deposit.js"
 import { type HashSignatureReader } from "../../layers/x402/batchSettlement/signature.js"
 import { verifyVoucher } from "../../layers/x402/batchSettlement/voucher.js"
@@ -157,3 +158,26 @@ describe("verifyDeposit", () => {
     }))
 })
 
+
+describe("verifyRefund", () => {
+  const config = configFor("refund")
+  const state = stateOf({ balance: 1_000n, totalClaimed: 100n, chargedCumulative: 300n })
+  const refund = (max: bigint, amount?: string) =>
+    Effect.promise(() => voucherPayload(config, max)).pipe(
+      Effect.map((v) => Schema.decodeUnknownSync(RefundPayload)({ type: "refund", channelConfig: config, voucher: v.voucher, ...(amount === undefined ? {} : { amount }) })),
+      Effect.flatMap((payload) => verifyRefund({ payload, state, ours, chain: { reader: noChain, timeoutMs: 5_000 } }))
+    )
+
+  it.effect("returns all that is unclaimed after the zero-charge voucher, or the part asked for", () =>
+    Effect.gen(function* () {
+      expect(yield* refund(300n)).toMatchObject({ amount: 700n, voucher: { amount: 0n, newCumulative: 300n } })
+      expect(yield* refund(300n, "250")).toMatchObject({ amount: 250n })
+    }))
+
+  it.effect("answers a refund voucher that charges (charged + anything) with the corrective state, and refuses too much", () =>
+    Effect.gen(function* () {
+      expect(yield* refund(400n)).toMatchObject({ _tag: "Corrective", expectedMaxClaimable: 300n })
+      expect((yield* Effect.flip(refund(300n, "701"))).reason).toBe("invalid_batch_settlement_evm_refund_amount_invalid")
+      expect((yield* Effect.flip(refund(300n, "0"))).reason).toBe("invalid_batch_settlement_evm_refund_amount_invalid")
+    }))
+})

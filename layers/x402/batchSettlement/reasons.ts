@@ -21,7 +21,9 @@ export const CHANNEL_REASONS = [
   "invalid_batch_settlement_evm_payload_authorization_valid_after",
   "invalid_batch_settlement_evm_deposit_payload",
   "invalid_batch_settlement_evm_eip6492_factory_not_allowed",
-  "invalid_batch_settlement_evm_rpc_read_failed"
+  "invalid_batch_settlement_evm_rpc_read_failed",
+  "invalid_batch_settlement_evm_refund_no_balance",
+  "invalid_batch_settlement_evm_refund_amount_invalid"
 ] as const
 
 export type ChannelReason = (typeof CHANNEL_REASONS)[number]
