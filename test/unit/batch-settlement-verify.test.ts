@@ -2,7 +2,7 @@
 // voucher's signer (a payer authorizer's key locally, the payer through ERC-1271 when it is zero, bounded in time) and
 // the deposit's ERC-3009 authorization to the collector, bound to its channel.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Schema, TestClock } from "effect"
 import { zeroAddress } from "viem"
 import { DepositPayload, decodeChannelPaymentSignature, RefundPayload } from "../../layers/x402/batchSettlement/payloads.js"
 import { verifyRefund } from "../../layers/x402/batchSettlement/refund.js"
@@ -97,8 +97,17 @@ describe("verifyVoucher", () => {
     Effect.gen(function* () {
       const smart = configFor("smart", { payerAuthorizer: zeroAddress })
       const byContract = yield* Effect.promise(() => voucherPayload(smart, 200n, stranger))
-      const fiber = yield* Effect.fork(Effect.flip(verify(byContract, { verifyHash: () => new Promise<boolean>(() => {}) })))
-      yield* TestClock.adjust("6 seconds")
+      const asked = yield* Deferred.make<void>()
+      const silent: HashSignatureReader = {
+        verifyHash: () => {
+          Effect.runSync(Deferred.succeed(asked, undefined))
+          return new Promise<boolean>(() => {})
+        }
+      }
+      const fiber = yield* Effect.fork(Effect.flip(verify(byContract, silent)))
+      yield* Deferred.await(asked)
+      // The timeout's timer may be armed just after the chain is asked: move the clock until the check gives up.
+      for (let i = 0; i < 5 && Option.isNone(yield* Fiber.poll(fiber)); i++) yield* TestClock.adjust("6 seconds")
       const error = yield* Fiber.join(fiber)
       expect(error).toMatchObject({ reason: "invalid_batch_settlement_evm_rpc_read_failed", retryable: true })
     }))

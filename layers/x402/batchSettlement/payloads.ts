@@ -130,7 +130,8 @@ export const decodeChannelPaymentSignature = (header: string): Effect.Effect<Cha
     return yield* decodeWith(ChannelPaymentPayloadV2, json, "PAYMENT-SIGNATURE does not hold an x402 v2 batch-settlement payload")
   })
 
-// What we decode is what @x402/evm's client sends: each decoded type is one of the package's payload types.
+// Our decoded payloads as @x402/evm's types (to hand one to its facilitator): that these compile is the proof that
+// what we decode has the shapes the package's client sends.
 export const asOfficialDeposit = (p: DepositPayload): BatchSettlementDepositPayload => p
 export const asOfficialVoucher = (p: VoucherPayload): BatchSettlementVoucherPayload => p
 export const asOfficialRefund = (p: RefundPayload): BatchSettlementRefundPayload => p
