@@ -3,6 +3,7 @@
 // verifies and then lands on chain with the ERC-3009 nonce we bound it to, and the vouchers that follow are accepted,
 // or answered with the corrective state, against the balance the contract reports.
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import { BATCH_SETTLEMENT_ADDRESS } from "@x402/evm"
 import { signVoucher } from "@x402/evm/batch-settlement/client"
 import { Effect } from "effect"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
@@ -13,6 +14,7 @@ import { channelIdOf, depositNonceOf, voucherDigest } from "../../layers/x402/ba
 import { type ChainCheck, verifyVoucher } from "../../layers/x402/batchSettlement/voucher.js"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { type ChannelChain, NETWORK, startChannelChain, WITHDRAW_DELAY } from "../support/channelChain.js"
+import { officialBatchSettlementAbi } from "../support/x402Official.js"
 
 let c: ChannelChain
 let ours: OurChannelTerms
@@ -89,7 +91,17 @@ describe("channel payloads against the devnet's x402BatchSettlement", () => {
         )
       const verify = (p: VoucherPayload) => verifyVoucher({ kind: "voucher", config: p.channelConfig, voucher: p.voucher, price: 100n, state, ours, chain })
 
-      expect(yield* verify(yield* voucherAt(200n))).toMatchObject({ _tag: "Accepted", newCumulative: 200n, amount: 100n })
+      const accepted = yield* verify(yield* voucherAt(200n))
+      if (accepted._tag !== "Accepted") throw new Error("expected the voucher to be accepted")
+      expect(accepted).toMatchObject({ newCumulative: 200n, amount: 100n })
+      // What we accepted, the contract takes: the voucher claimed on chain with our receiver authorizer's signature.
+      const row = { voucher: { channel: config, maxClaimableAmount: accepted.signedMaxClaimable }, signature: accepted.signature, totalClaimed: accepted.newCumulative }
+      yield* Effect.promise(async () =>
+        c.mined(await c.walletOf(c.relayer).writeContract({
+          address: BATCH_SETTLEMENT_ADDRESS, abi: officialBatchSettlementAbi, functionName: "claimWithSignature", args: [[row], await c.signClaims([row])]
+        }))
+      )
+      expect(yield* Effect.promise(() => onChainState(channelId))).toEqual({ balance: 1_000n, totalClaimed: 200n })
       expect(yield* verify(yield* voucherAt(100n))).toEqual({
         _tag: "Corrective",
         reason: "invalid_batch_settlement_evm_cumulative_amount_mismatch",
