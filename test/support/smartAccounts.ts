@@ -130,3 +130,6 @@ export const smartPayment = async (account: SmartAccount, value: bigint, options
   }
   return { header: Buffer.from(JSON.stringify(payload)).toString("base64"), nonce: authorization.nonce, signature }
 }
+
+/** The same account with another key in its owner's place: what it signs, the account does not accept. */
+export const strangerOwned = (account: SmartAccount): SmartAccount => ({ ...account, owner: privateKeyToAccount(generatePrivateKey()) })
