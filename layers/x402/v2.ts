@@ -29,30 +29,41 @@ export const PaymentRequirementsV2 = Schema.Struct({
 })
 export type PaymentRequirementsV2 = typeof PaymentRequirementsV2.Type
 
-/** The decoded PAYMENT-SIGNATURE header: the requirements the payer accepted, echoed, and the signed authorization. */
-export const PaymentPayloadV2 = Schema.Struct({
-  x402Version: Schema.Literal(2),
-  resource: Schema.optional(ResourceInfo),
-  accepted: PaymentRequirementsV2,
-  payload: ExactEvmPayload,
-  extensions: Schema.optional(JsonObject)
-})
+/** An x402 v2 PAYMENT-SIGNATURE payload: the requirements the payer accepted, echoed, around a scheme's own payload. */
+export const paymentPayloadV2 = <P extends Schema.Schema.Any>(payload: P) =>
+  Schema.Struct({
+    x402Version: Schema.Literal(2),
+    resource: Schema.optional(ResourceInfo),
+    accepted: PaymentRequirementsV2,
+    payload,
+    extensions: Schema.optional(JsonObject)
+  })
+
+/** The decoded PAYMENT-SIGNATURE header of an `exact` payment: the signed authorization. */
+export const PaymentPayloadV2 = paymentPayloadV2(ExactEvmPayload)
 export type PaymentPayloadV2 = typeof PaymentPayloadV2.Type
 
-/** Decodes an x402 v2 PAYMENT-SIGNATURE header, bounded like X-PAYMENT; another version is refused by name. */
-export const decodePaymentSignatureHeader = (header: string): Effect.Effect<PaymentPayloadV2, PaymentRejected> =>
-  Effect.gen(function* () {
-    const json = yield* decodeBase64Json(header, "PAYMENT-SIGNATURE")
-    const version = typeof json === "object" && json !== null && "x402Version" in json ? json.x402Version : undefined
-    if (version !== 2) {
-      return yield* new PaymentRejected({
-        reason: "invalid_x402_version",
-        message: "PAYMENT-SIGNATURE carries x402 v2 payment payloads (send a v1 payload in X-PAYMENT)",
-        details: { x402Version: typeof version === "number" ? version : null }
-      })
-    }
-    return yield* decodeWith(PaymentPayloadV2, json, "PAYMENT-SIGNATURE does not hold an x402 v2 exact EVM payment payload")
-  })
+/** A decoder of PAYMENT-SIGNATURE headers into `schema`, bounded like X-PAYMENT; another x402 version is refused by name. */
+export const paymentSignatureDecoder = <A, I>(schema: Schema.Schema<A, I>, messages: { readonly version: string; readonly shape: string }) =>
+  (header: string): Effect.Effect<A, PaymentRejected> =>
+    Effect.gen(function* () {
+      const json = yield* decodeBase64Json(header, "PAYMENT-SIGNATURE")
+      const version = typeof json === "object" && json !== null && "x402Version" in json ? json.x402Version : undefined
+      if (version !== 2) {
+        return yield* new PaymentRejected({
+          reason: "invalid_x402_version",
+          message: messages.version,
+          details: { x402Version: typeof version === "number" ? version : null }
+        })
+      }
+      return yield* decodeWith(schema, json, messages.shape)
+    })
+
+/** Decodes an x402 v2 PAYMENT-SIGNATURE header of an `exact` payment. */
+export const decodePaymentSignatureHeader = paymentSignatureDecoder(PaymentPayloadV2, {
+  version: "PAYMENT-SIGNATURE carries x402 v2 payment payloads (send a v1 payload in X-PAYMENT)",
+  shape: "PAYMENT-SIGNATURE does not hold an x402 v2 exact EVM payment payload"
+})
 
 /** The x402 v2 PaymentRequired object: the PAYMENT-REQUIRED header's JSON, and an MCP paid tool's error result. */
 export interface PaymentRequiredV2 {

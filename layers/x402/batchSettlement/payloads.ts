@@ -8,10 +8,8 @@ import type {
   BatchSettlementVoucherPayload,
   ChannelConfig as OfficialChannelConfig
 } from "@x402/evm"
-import { Effect, Schema } from "effect"
-import { decodeBase64Json, decodeWith } from "../header.js"
-import { PaymentRejected } from "../payment.js"
-import { PaymentRequirementsV2, ResourceInfo } from "../v2.js"
+import { Schema } from "effect"
+import { paymentPayloadV2, paymentSignatureDecoder } from "../v2.js"
 
 const hexOf = (pattern: RegExp, description: string) =>
   Schema.TemplateLiteral(Schema.Literal("0x"), Schema.String).pipe(Schema.pattern(pattern), Schema.annotations({ description }))
@@ -106,29 +104,14 @@ export const ChannelPayload = Schema.Union(DepositPayload, VoucherPayload, Refun
 export type ChannelPayload = typeof ChannelPayload.Type
 
 /** The decoded PAYMENT-SIGNATURE header of a batch-settlement payment. */
-export const ChannelPaymentPayloadV2 = Schema.Struct({
-  x402Version: Schema.Literal(2),
-  resource: Schema.optional(ResourceInfo),
-  accepted: PaymentRequirementsV2,
-  payload: ChannelPayload,
-  extensions: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-})
+export const ChannelPaymentPayloadV2 = paymentPayloadV2(ChannelPayload)
 export type ChannelPaymentPayloadV2 = typeof ChannelPaymentPayloadV2.Type
 
 /** Decodes a PAYMENT-SIGNATURE header holding a batch-settlement payload (deposit, voucher or refund). */
-export const decodeChannelPaymentSignature = (header: string): Effect.Effect<ChannelPaymentPayloadV2, PaymentRejected> =>
-  Effect.gen(function* () {
-    const json = yield* decodeBase64Json(header, "PAYMENT-SIGNATURE")
-    const version = typeof json === "object" && json !== null && "x402Version" in json ? json.x402Version : undefined
-    if (version !== 2) {
-      return yield* new PaymentRejected({
-        reason: "invalid_x402_version",
-        message: "batch-settlement payments are x402 v2 payloads in PAYMENT-SIGNATURE",
-        details: { x402Version: typeof version === "number" ? version : null }
-      })
-    }
-    return yield* decodeWith(ChannelPaymentPayloadV2, json, "PAYMENT-SIGNATURE does not hold an x402 v2 batch-settlement payload")
-  })
+export const decodeChannelPaymentSignature = paymentSignatureDecoder(ChannelPaymentPayloadV2, {
+  version: "batch-settlement payments are x402 v2 payloads in PAYMENT-SIGNATURE",
+  shape: "PAYMENT-SIGNATURE does not hold an x402 v2 batch-settlement payload"
+})
 
 // Our decoded payloads as @x402/evm's types (to hand one to its facilitator): that these compile is the proof that
 // what we decode has the shapes the package's client sends.
