@@ -80,13 +80,18 @@ const within = <A>(promise: Promise<A>, ms: number, what: string): Promise<A> =>
 /** Polls /health until it answers "ok"; fails at once if the service exits. */
 const healthy = (service: Service, timeoutMs = 60_000): Promise<void> => {
   let exited = false
+  let last = "no answer"
   void service.exited.then(() => (exited = true))
   return within(
     (async () => {
       for (;;) {
         if (exited) throw new Error(`the service exited before it was healthy:\n${service.stderr()}`)
         const status = await fetch(`${service.baseUrl}/health`, { signal: AbortSignal.timeout(2_000) })
-          .then(async (r) => (r.ok ? ((await r.json()) as { data?: { status?: string } }).data?.status : undefined))
+          .then(async (r) => {
+            const body = await r.text()
+            last = `${r.status} ${body.slice(0, 500)}`
+            return r.ok ? (JSON.parse(body) as { data?: { status?: string } }).data?.status : undefined
+          })
           .catch(() => undefined)
         if (status === "ok") return
         await new Promise((r) => setTimeout(r, 50))
@@ -94,7 +99,10 @@ const healthy = (service: Service, timeoutMs = 60_000): Promise<void> => {
     })(),
     timeoutMs,
     "healthy"
-  )
+  ).catch((error: unknown) => {
+    // Say why: the last /health answer and what the service printed.
+    throw new Error(`${String(error)}; last /health: ${last}\nstdout:\n${service.stdout().slice(-3_000)}\nstderr:\n${service.stderr().slice(-3_000)}`)
+  })
 }
 
 /** Starts the service expecting it to fail: exit code 1 and one message, no stack trace. */
