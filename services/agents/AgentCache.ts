@@ -46,7 +46,7 @@ export class AgentCache extends Effect.Service<AgentCache>()("AgentCache", {
      */
     const session = Effect.gen(function* () {
       beatSentAt = 0
-      entries.clear() // notifications may have been missed before this session listened
+      entries.clear() // notifications may have been missed before this listener connected
       yield* Effect.acquireRelease(
         Effect.tryPromise(async () => {
           // Named like the pool's connections, so the connection gauges and pg_stat_activity count it with them.
