@@ -2,13 +2,12 @@
 // call: "the chain moves between two of the service's reads" at exactly the read a test names (another process's
 // transaction landing, a front-runner, a refund arriving).
 import { Effect } from "effect"
-import { createServer, type IncomingMessage } from "node:http"
+import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 
-export interface RpcCall {
-  readonly method?: string
-  readonly params?: ReadonlyArray<unknown>
-}
+import { asCalls, readBody, type RpcCall } from "./rpcProxy.js"
+
+export type { RpcCall } from "./rpcProxy.js"
 
 export interface RpcInterpose {
   readonly url: string
@@ -16,23 +15,6 @@ export interface RpcInterpose {
   readonly before: (matches: (call: RpcCall) => boolean, action: () => Promise<void>) => void
   /** How many armed actions ran. */
   readonly fired: () => number
-}
-
-const readBody = (req: IncomingMessage) =>
-  new Promise<string>((resolve, reject) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (c: Buffer) => chunks.push(c))
-    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")))
-    req.on("error", reject)
-  })
-
-const callsOf = (body: string): ReadonlyArray<RpcCall> => {
-  try {
-    const parsed: unknown = JSON.parse(body)
-    return (Array.isArray(parsed) ? parsed : [parsed]).filter((c): c is RpcCall => typeof c === "object" && c !== null)
-  } catch {
-    return []
-  }
 }
 
 /** An `eth_call` whose calldata (direct, or inside a multicall) holds `fragment` (lowercase hex, no 0x). */
@@ -56,7 +38,7 @@ export const rpcInterpose = (upstream: string) =>
         void (async () => {
           const body = await readBody(req)
           const hook = armed
-          if (hook !== undefined && callsOf(body).some(hook.matches)) {
+          if (hook !== undefined && asCalls(body).some(hook.matches)) {
             armed = undefined
             await hook.action()
             fired++

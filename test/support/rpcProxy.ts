@@ -29,9 +29,9 @@ export interface RpcProxy {
   readonly lostSends: () => number
 }
 
-interface RpcCall { readonly id?: unknown; readonly method?: string; readonly params?: ReadonlyArray<unknown> }
+export interface RpcCall { readonly id?: unknown; readonly method?: string; readonly params?: ReadonlyArray<unknown> }
 
-const readBody = (req: IncomingMessage) =>
+export const readBody = (req: IncomingMessage) =>
   new Promise<string>((resolve, reject) => {
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
@@ -39,7 +39,8 @@ const readBody = (req: IncomingMessage) =>
     req.on("error", reject)
   })
 
-const asCalls = (body: string): ReadonlyArray<RpcCall> => {
+/** The JSON-RPC calls of a body (one or a batch; none when it is not JSON). */
+export const asCalls = (body: string): ReadonlyArray<RpcCall> => {
   try {
     const parsed: unknown = JSON.parse(body)
     const list = Array.isArray(parsed) ? parsed : [parsed]
