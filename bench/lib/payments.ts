@@ -36,7 +36,7 @@ const devKey = (i: number): Hex => {
 }
 
 const accounts = new Map<number, ReturnType<typeof privateKeyToAccount>>()
-const accountAt = (i: number) => {
+export const accountAt = (i: number) => {
   let account = accounts.get(i)
   if (account === undefined) {
     account = privateKeyToAccount(devKey(i))

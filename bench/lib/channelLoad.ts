@@ -1,0 +1,100 @@
+// Voucher-paid calls for bench/channels.ts: one official batch-settlement client (@x402/fetch + @x402/evm, unmodified)
+// and one channel per concurrent worker. Every worker's first call deposits (before timing); the measured calls then pay
+// by voucher only, each worker sending its next call as soon as the previous one answered (a closed loop).
+import type { Hex } from "viem"
+import { type ChannelClient, channelClient, channelResponse, payloadType } from "../../test/support/channelClient.js"
+import { accountAt } from "./payments.js"
+import { at, BenchError, PRICE } from "./params.js"
+import type { RunResult } from "./load.js"
+
+export interface ChannelWorkers {
+  readonly clients: ReadonlyArray<ChannelClient>
+  /** Payloads each client sent in PAYMENT-SIGNATURE, by type ("deposit", "voucher"). */
+  readonly sentTypes: () => Readonly<Record<string, number>>
+  /** HTTP requests the clients sent (the unpaid first request of every call and its paid retry). */
+  readonly httpRequests: () => number
+}
+
+/** `concurrency` clients: payers 1..9 round robin, a channel of their own each (the salt names the worker). */
+export const channelWorkers = (o: { readonly rpcUrl: string; readonly usdc: Hex; readonly concurrency: number; readonly callsPerWorker: number; readonly tag: string }): ChannelWorkers => {
+  const types: Record<string, number> = {}
+  let requests = 0
+  const counting: typeof fetch = (input, init) => {
+    requests++
+    const header = input instanceof Request ? input.headers.get("payment-signature") : null
+    const type = header === null ? undefined : payloadType(header)
+    if (type !== undefined) types[type] = (types[type] ?? 0) + 1
+    return fetch(input, init)
+  }
+  const clients = Array.from({ length: o.concurrency }, (_, w) =>
+    channelClient(accountAt(1 + (w % 9)), {
+      rpcUrl: o.rpcUrl,
+      usdc: o.usdc,
+      salt: `bench ${o.tag} worker ${w}`,
+      // Enough for every call of the run: no top-up inside the measured window.
+      depositCalls: Math.max(3, o.callsPerWorker + 2),
+      fetch: counting
+    }))
+  return { clients, sentTypes: () => ({ ...types }), httpRequests: () => requests }
+}
+
+/** The answer of a voucher-paid execution: completed, the echo, and PAYMENT-RESPONSE charging the call's price. */
+const problemOf = async (response: Response): Promise<string | undefined> => {
+  const text = await response.text()
+  if (response.status !== 200) return `HTTP ${response.status}: ${text.slice(0, 400)}`
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return `a non-JSON body: ${text.slice(0, 200)}`
+  }
+  if (at(body, "data", "status") !== "completed") return `status ${String(at(body, "data", "status"))}: ${text.slice(0, 400)}`
+  if (at(body, "data", "output", "echo", "text") !== "hello") return "the output is not the agent's echo"
+  const paid = channelResponse(response)
+  if (paid?.success !== true || paid.chargedAmount !== PRICE) return `PAYMENT-RESPONSE charged ${String(paid?.chargedAmount)} (expected ${PRICE})`
+  return undefined
+}
+
+const body = (agentId: string, n: number) => JSON.stringify({ targetAgentId: agentId, capabilityId: "echo", input: { text: "hello", n } })
+
+/** Each worker's first call (the deposit), all workers at once; throws when one fails. */
+export const depositAll = async (workers: ChannelWorkers, origin: string, agentId: string) => {
+  const problems = await Promise.all(workers.clients.map(async (c, w) => {
+    const response = await c.fetch(`${origin}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, -1 - w) })
+    return problemOf(response)
+  }))
+  const failed = problems.filter((p): p is string => p !== undefined)
+  if (failed.length > 0) throw new BenchError(`${failed.length} deposits failed: ${failed.slice(0, 3).join("; ")}`)
+}
+
+/** `requests` voucher-paid calls spread over the workers, each worker a closed loop. */
+export const runVoucherLoop = async (workers: ChannelWorkers, origin: string, agentId: string, requests: number): Promise<RunResult> => {
+  const latencies = new Float64Array(requests)
+  const errorSamples: Array<string> = []
+  let errors = 0
+  let done = 0
+  let next = 0
+  const worker = async (client: ChannelClient) => {
+    for (;;) {
+      const i = next++
+      if (i >= requests) return
+      const started = performance.now()
+      try {
+        const response = await client.fetch(`${origin}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, i) })
+        const problem = await problemOf(response)
+        latencies[done++] = performance.now() - started
+        if (problem !== undefined) {
+          errors++
+          if (errorSamples.length < 5) errorSamples.push(`request ${i}: ${problem}`)
+        }
+      } catch (error) {
+        latencies[done++] = performance.now() - started
+        errors++
+        if (errorSamples.length < 5) errorSamples.push(`request ${i}: ${String(error)}`)
+      }
+    }
+  }
+  const started = performance.now()
+  await Promise.all(workers.clients.map(worker))
+  return { requests, concurrency: workers.clients.length, wallMs: performance.now() - started, latenciesMs: latencies, errors, errorSamples }
+}
