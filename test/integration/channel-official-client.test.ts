@@ -4,11 +4,12 @@
 // (channels(id): balance, totalClaimed) and our ledger agree to the micro-USDC.
 import { expect, layer } from "@effect/vitest"
 import { BATCH_SETTLEMENT_ADDRESS } from "@x402/evm"
+import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect, Schedule } from "effect"
 import { getAddress, type Hex } from "viem"
 import { inject } from "vitest"
 import { fakeAgent } from "../support/agents.js"
-import { channelClient, channelResponse, payloadType } from "../support/channelClient.js"
+import { channelClient, payloadType } from "../support/channelClient.js"
 import { bigints } from "../support/channelChain.js"
 import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
@@ -64,15 +65,19 @@ layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-sett
           if (header !== null) sent.push(header)
           return fetch(input, init)
         }
-        const payerClient = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), depositCalls: 200, fetch: recording })
+        const payerClient = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), salt: "channel-official-client test", depositCalls: 200, fetch: recording })
         const pay = (n: number) =>
           Effect.promise(async () => {
+            // #region docs:channel-pay
             const response = await payerClient.fetch(`${baseUrl}/api/v1/execute`, {
               method: "POST",
               headers: { "content-type": "application/json" },
               body: JSON.stringify({ targetAgentId: agentId, capabilityId: "echo", input: { text: `call ${n}` } })
             })
-            return { status: response.status, body: (await response.json()) as { success: boolean; data: { status: string } }, paid: channelResponse(response) }
+            const paid = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE") ?? "") // { success, payer, network, extra: { chargedAmount, channelState } }
+            // #endregion
+            const body: unknown = await response.json()
+            return { status: response.status, body, paid: { success: paid.success, chargedAmount: BigInt(String(paid.extra?.["chargedAmount"])) } }
           })
 
         const first = yield* pay(0)
@@ -91,8 +96,12 @@ layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-sett
         if (channel === undefined) throw new Error("no channel row for the payer")
         expect(BigInt(channel.chargedCumulative)).toBe(CALLS * PRICE)
 
-        const refunded = yield* Effect.promise(() =>
-          payerClient.scheme.refund(`${baseUrl}/api/v1/channels/refund?agentId=${agentId}&capability=echo`))
+        const refunded = yield* Effect.promise(async () => {
+          // #region docs:channel-refund
+          const refunded = await payerClient.scheme.refund(`${baseUrl}/api/v1/channels/refund?agentId=${agentId}&capability=echo`)
+          // #endregion
+          return refunded
+        })
         expect(refunded.success).toBe(true)
 
         // The claim and settle workers run on their schedule: wait (bounded) until everything charged is settled.

@@ -29,14 +29,17 @@ describe("docs/clients.md", () => {
     expect(snippets.length).toBeGreaterThanOrEqual(2)
   })
 
-  it("has the snippets of paying with x402 v2 over HTTP and over MCP", () => {
+  it("has the snippets of paying with x402 v2 over HTTP, by channel and over MCP", () => {
     const regions = snippets.map((m) => `${m[1]}#${m[2]}`)
     expect(regions).toEqual(expect.arrayContaining([
       "test/integration/x402-v2.test.ts#docs:x402-v2-pay",
       "test/integration/mcp-paid.test.ts#docs:mcp-connect",
       "test/integration/mcp-paid.test.ts#docs:mcp-x402-payer",
       "test/integration/receipts.test.ts#docs:receipt-check",
-      "test/integration/receipts.test.ts#docs:receipt-read"
+      "test/integration/receipts.test.ts#docs:receipt-read",
+      "test/support/channelClient.ts#docs:channel-client",
+      "test/integration/channel-official-client.test.ts#docs:channel-pay",
+      "test/integration/channel-official-client.test.ts#docs:channel-refund"
     ]))
   })
 
