@@ -9,7 +9,7 @@
 //
 // Settings (environment): BENCH_CHANNELS_MODES ("automine,2": automine and/or block times in seconds),
 // BENCH_CHANNELS_VARIANTS ("voucher,exact,official"), BENCH_CHANNELS_SCALE (1: a multiplier of the calls per level),
-// BENCH_CHANNELS_CLAIM_INTERVAL (30: the service's CHANNEL_CLAIM_INTERVAL_SECONDS), BENCH_OUTPUT (docs/performance.md),
+// BENCH_CHANNELS_CLAIM_INTERVAL (60, the default: the service's CHANNEL_CLAIM_INTERVAL_SECONDS), BENCH_OUTPUT (docs/performance.md),
 // BENCH_CHANNELS_RESULTS (a file to keep the results in as JSON), BENCH_CHANNELS_RENDER (such a file: render, run nothing).
 import { readFile, writeFile } from "node:fs/promises"
 import * as os from "node:os"
@@ -31,7 +31,8 @@ const SCALE = (() => {
   if (!(n > 0 && n <= 100)) throw new Error("BENCH_CHANNELS_SCALE must be a number in (0, 100]")
   return n
 })()
-const CLAIM_INTERVAL = intEnv("BENCH_CHANNELS_CLAIM_INTERVAL", 30)
+// The service's default schedule: vouchers per claim as production sees them.
+const CLAIM_INTERVAL = intEnv("BENCH_CHANNELS_CLAIM_INTERVAL", 60)
 
 const MODES: ReadonlyArray<Mode> = (process.env["BENCH_CHANNELS_MODES"] ?? "automine,2").split(",").map((part) => {
   const text = part.trim()
