@@ -78,7 +78,17 @@ export const ClaimTake = Schema.Struct({
 })
 export type ClaimTake = typeof ClaimTake.Type
 
+/** A finished call's charge kept (all, part, or none of it: the rest back to the channel). */
+export const KeepOutcome = Schema.Struct({
+  outcome: Schema.Literal("kept", "already", "unknown"),
+  kept: Schema.BigInt,
+  givenBack: Schema.BigInt,
+  chargedCumulative: Schema.NullOr(Schema.BigInt)
+})
+export type KeepOutcome = typeof KeepOutcome.Type
+
 const rows = rowsOf(ChannelRow)
+const keeps = rowsOf(KeepOutcome)
 const outcomes = rowsOf(ChargeOutcome)
 const returns = rowsOf(ReturnOutcome)
 const takes = rowsOf(ClaimTake)
@@ -126,7 +136,14 @@ export const makeChannelsRepo = Effect.gen(function* () {
   const returnCharge = (requestId: string): Effect.Effect<ReturnOutcome, SqlError.SqlError> =>
     returns(sql`SELECT * FROM channel_return_charge(${requestId})`).pipe(Effect.flatMap(single), Effect.withSpan("ChannelsRepo.returnCharge"))
 
-  /** One statement: everything charged becomes claimed; what the claim submits, or none when nothing is new. */
+  /**
+   * One statement, in the call's record transaction: the call is over and keeps `keep` of its charge (≤ the charge);
+   * the rest goes back to the channel. Once per request (a second call answers `already`).
+   */
+  const keep = (requestId: string, kept: bigint): Effect.Effect<KeepOutcome, SqlError.SqlError> =>
+    keeps(sql`SELECT * FROM channel_keep_charge(${requestId}, ${kept})`).pipe(Effect.flatMap(single), Effect.withSpan("ChannelsRepo.keep"))
+
+  /** One statement: the kept charges become claimed; what the claim submits, or none when nothing is new. */
   const claim = (channelId: string): Effect.Effect<Option.Option<ClaimTake>, SqlError.SqlError> =>
     takes(sql`SELECT * FROM channel_claim(${channelId})`).pipe(Effect.map((r) => Option.fromNullable(r[0])), Effect.withSpan("ChannelsRepo.claim"))
 
@@ -135,7 +152,7 @@ export const makeChannelsRepo = Effect.gen(function* () {
       SELECT request_id, amount::text, cumulative_after::text, status FROM channel_charges c WHERE c.channel_id = ${channelId}
       ORDER BY c.created_at, c.cumulative_after`
 
-  return { insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, claim, charges } as const
+  return { insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, claim, charges } as const
 })
 
 export class ChannelsRepo extends Effect.Service<ChannelsRepo>()("channels/Repo", { effect: makeChannelsRepo }) {}

@@ -11,6 +11,8 @@ import type { ExecuteRequest, ExecutionView } from "../../src/domain/Execution.j
 import type { Funding } from "../../src/domain/Funding.js"
 import { Agents } from "../agents/Agents.js"
 import { JsonSchemas } from "../agents/JsonSchemas.js"
+import { ChannelsRepo } from "../channels/Repo.js"
+import { ChannelTerms } from "../channels/Terms.js"
 import { Circuits } from "../circuits/Circuits.js"
 import { Ledger } from "../ledger/Ledger.js"
 import { CreditSpends } from "../remainders/CreditSpends.js"
@@ -21,6 +23,8 @@ import { sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import { ExecutionCallbacks } from "../webhooks/Callbacks.js"
 import { AgentCall } from "./AgentCall.js"
 import { chaining } from "./chained.js"
+import { channelCredential, channelling } from "./channeled.js"
+import { ChannelFunds } from "./channelFunds.js"
 import { crediting } from "./credited.js"
 import { timing } from "./deadline.js"
 import type { ExecuteContext, ExecuteOutcome } from "./outcome.js"
@@ -45,6 +49,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const paid = yield* paying(scope, clocks)
     const chained = yield* chaining(clocks)
     const credited = yield* crediting(scope, clocks)
+    const channeled = yield* channelling(scope, clocks)
     /** The checks before payment (agent, capability, input, circuit, callback URL): also what a chain's budget check needs. */
     const admit = yield* prepare
 
@@ -54,7 +59,11 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const execute = (req: ExecuteRequest, funding: Funding, ctx: ExecuteContext) => {
       switch (funding._tag) {
         case "X402":
-          return paid(req, funding, ctx)
+          // A batch-settlement voucher (or deposit) pays from the payer's channel; a chain's budget is bought with `exact`.
+          return Effect.flatMap(channelCredential(funding), Option.match({
+            onNone: () => paid(req, funding, ctx),
+            onSome: (credential) => channeled(req, credential, ctx)
+          }))
         case "Credit":
           return credited(req, funding, ctx)
         case "ChainBudget":
@@ -88,5 +97,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, admit, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default, CreditSpends.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default, CreditSpends.Default, ChannelFunds.Default, ChannelsRepo.Default, ChannelTerms.Default]
 }) {}

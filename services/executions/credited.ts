@@ -20,7 +20,7 @@ import { Circuits } from "../circuits/Circuits.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
 import { Outbox } from "../outbox/Outbox.js"
-import { creditPaymentStatement, isPaymentReplay } from "../payments/Repo.js"
+import { isPaymentReplay, prepaidPaymentStatement } from "../payments/Repo.js"
 import { Paywall } from "../payments/Paywall.js"
 import { CreditRefused, CreditSpends } from "../remainders/CreditSpends.js"
 import { creditAccount } from "../remainders/Repo.js"
@@ -138,7 +138,8 @@ export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(func
         yield* spends.take(spend.payer, price)
         yield* batch(sql, [
           spendStatement(sql, { paymentId, payer: spend.payer, agentId: agent.id, amount: price, now }),
-          creditPaymentStatement(sql, {
+          prepaidPaymentStatement(sql, {
+            purpose: "credit",
             paymentId,
             requestId,
             payer: spend.payer,

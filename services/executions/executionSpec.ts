@@ -12,6 +12,7 @@ import { Accounts, Ledger, type Movement } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { restoreStatement } from "../limits/statements.js"
 import { RefundsRepo, retryNowStatement } from "../refunds/Repo.js"
+import { ChannelsRepo } from "../channels/Repo.js"
 import { creditAccount } from "../remainders/Repo.js"
 import { Outcomes } from "../reputation/Outcomes.js"
 import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
@@ -81,6 +82,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const repo = yield* ExecutionsRepo
     const ledger = yield* Ledger
     const outbox = yield* Outbox
+    const channels = yield* ChannelsRepo
     const outcomes = yield* Outcomes
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
@@ -243,12 +245,19 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               remainingBudget: formatUsdc(chain.remaining)
             })
           }),
-        // A failed call paid from credit: its price back to the credit, and to the payer's spending limits' day.
+        // A failed call paid from credit or a channel: its price back where it came from (the credit, or the channel's
+        // charge given back before any claim can take it), and to the payer's spending limits' day.
         returnToCredit: (_, { row, event }) =>
-          Effect.zipRight(
-            moveEscrow(row, "credit_return", "returned", event.at, [{ debit: Accounts.escrow, credit: creditAccount(row.payer), amount: row.price }]),
-            restoreStatement(sql, { paymentId: row.paymentId, source: `credit:${row.id}`, amount: row.price })
-          ),
+          Effect.gen(function* () {
+            const [paid] = yield* sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${row.paymentId}`
+            if (paid?.channelId !== null && paid?.channelId !== undefined) {
+              yield* channels.keep(row.id, 0n)
+              yield* moveEscrow(row, "channel_return", "returned", event.at, [{ debit: Accounts.escrow, credit: Accounts.channelReceivable, amount: row.price }])
+            } else {
+              yield* moveEscrow(row, "credit_return", "returned", event.at, [{ debit: Accounts.escrow, credit: creditAccount(row.payer), amount: row.price }])
+            }
+            yield* restoreStatement(sql, { paymentId: row.paymentId, source: `credit:${row.id}`, amount: row.price })
+          }),
         // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.
         retryRefund: (_, { row, event }) =>
           retryNowStatement(sql, row.id, event.at).pipe(Effect.asVoid),
@@ -284,5 +293,5 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     }
     return { spec } as const
   }),
-  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Outcomes.Default, RefundsRepo.Default, ExecutionCallbacks.Default]
+  dependencies: [ExecutionsRepo.Default, Ledger.Default, Outbox.Default, Outcomes.Default, RefundsRepo.Default, ExecutionCallbacks.Default, ChannelsRepo.Default]
 }) {}

@@ -15,7 +15,7 @@ import { creditAccount, REMAINDERS_PAYABLE, RemaindersRepo } from "../remainders
 import type { CallOutcome } from "./AgentCall.js"
 
 /** Where a payer wants its remainder: on chain (default) or kept as credit (`X-Remainder: credit`). */
-export type RemainderTo = "chain" | "credit"
+export type RemainderTo = "chain" | "credit" | "channel"
 
 /** The largest usage report read (digits); a longer one counts as over any maximum. */
 const MAX_USAGE_DIGITS = 30
@@ -98,7 +98,8 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
           const noted = yield* noteUsageMissing(sql, row.agentId, row.capabilityId, requestId)
           if (noted) yield* outbox.emitStatement("agent.usage_missing", row.agentId, { agentId: row.agentId, capabilityId: row.capabilityId, requestId, unitsCharged: "0" })
         } else if (meter.unit === "token") yield* clearUsageWarning(sql, row.agentId, row.capabilityId)
-        const remainderTo = row.remainderTo === "credit" && settled ? "credit" : "chain"
+        // A channel's call: the unused maximum stays in the payer's channel (its charge is lowered when kept).
+        const remainderTo = row.remainderTo === "channel" ? "channel" : row.remainderTo === "credit" && settled ? "credit" : "chain"
         yield* sql`UPDATE executions SET ${sql.update({
           price: c.charged.toString(),
           agentFee: c.agentFee.toString(),
@@ -112,10 +113,14 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
         yield* sql`UPDATE escrows SET amount = ${c.charged.toString()} WHERE execution_id = ${requestId}`
         if (c.returned === 0n) return
         if (remainderTo === "credit") yield* ledger.openCreditAccount(creditAccount(row.payer), row.payer)
-        else yield* remainders.create({ executionId: requestId, paymentId: row.paymentId, to: row.payer, amount: c.returned, source: "metered" })
+        else if (remainderTo === "chain") yield* remainders.create({ executionId: requestId, paymentId: row.paymentId, to: row.payer, amount: c.returned, source: "metered" })
         yield* ledger.transfer({
-          kind: remainderTo === "credit" ? "remainder_credit" : "remainder_owed",
-          movements: [{ debit: Accounts.escrow, credit: remainderTo === "credit" ? creditAccount(row.payer) : REMAINDERS_PAYABLE, amount: c.returned }],
+          kind: remainderTo === "credit" ? "remainder_credit" : remainderTo === "channel" ? "channel_remainder" : "remainder_owed",
+          movements: [{
+            debit: Accounts.escrow,
+            credit: remainderTo === "credit" ? creditAccount(row.payer) : remainderTo === "channel" ? Accounts.channelReceivable : REMAINDERS_PAYABLE,
+            amount: c.returned
+          }],
           paymentId: row.paymentId,
           agentId: row.agentId,
           subjectId: requestId

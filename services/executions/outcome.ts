@@ -27,8 +27,21 @@ export interface PaymentUse {
   readonly settlementTxHash: string | null
   /** The payer's signed receipt (receipt.ts), once the call completed and its payment settled; null otherwise. */
   readonly receipt: ExecutionReceipt | null
-  /** Paid from the payer's credit (X-Credit-Payment): no settlement; the receipt travels in X-Credit-Receipt. */
-  readonly funding?: "credit"
+  /**
+   * Paid from the payer's credit (X-Credit-Payment): no settlement; the receipt travels in X-Credit-Receipt. Paid by a
+   * batch-settlement channel: no settlement per call; PAYMENT-RESPONSE says what the channel was charged (`channel`).
+   */
+  readonly funding?: "credit" | "channel"
+  readonly channel?: ChannelUse
+}
+
+/** What a voucher-paid call took from its channel, as the scheme's client reads it from PAYMENT-RESPONSE. */
+export interface ChannelUse {
+  readonly channelId: string
+  /** This call's charge: its price, what a metered call used, or 0 for a failed call. */
+  readonly chargedAmount: bigint
+  /** The channel's charged cumulative as the payer's next voucher builds on it (its base plus this charge). */
+  readonly chargedCumulative: bigint
 }
 
 export type ExecuteOutcome =

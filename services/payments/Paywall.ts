@@ -2,11 +2,14 @@
 // decoded v2 payload from an MCP call) in; the verified payment or the 402 answer out. Registration, execution and
 // MCP tools use it; it also speaks the v2 challenge and receipt so every transport answers in the payer's version.
 import { Effect } from "effect"
+import { AppConfig } from "../../layers/Config.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
+import { channelOffer } from "../../layers/x402/batchSettlement/offer.js"
+import { ChannelTerms } from "../channels/Terms.js"
 import { type PresentedPayment, presentedFromV2Payload } from "../../layers/x402/credential.js"
 import { PaymentRejected, type Presentation, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from "../../layers/x402/paymentIdentifier.js"
-import { paymentRequiredV2, type PaymentRequiredV2, settleResponse } from "../../layers/x402/v2.js"
+import { caip2Of, paymentRequiredV2, type PaymentRequiredV2, type PaymentRequirementsV2, settleResponse } from "../../layers/x402/v2.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { withSpan } from "../../layers/observability/span.js"
@@ -17,12 +20,16 @@ export interface Quote {
   /** The URL (or tool) being paid for, written into the challenge. */
   readonly resource: string
   readonly description: string
+  /** Offer payment channels (x402 v2 `batch-settlement`) beside `exact`, where their contracts exist: paid calls only. */
+  readonly channels?: boolean
 }
 
 /** A quote turned into its x402 challenge; `refuse` answers any later rejection of the same payment with it. */
 export interface Priced {
   readonly quote: Quote
   readonly accepts: PaymentRequired["accepts"]
+  /** The channel offers (v2 only), one per network that has the contracts; empty unless the quote asked for them. */
+  readonly channelOffers: ReadonlyArray<PaymentRequirementsV2>
   readonly refuse: (rejection: PaymentRejected) => PaymentRequired
 }
 
@@ -36,6 +43,8 @@ export interface Charged {
 export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
   effect: Effect.gen(function* () {
     const verifier = yield* PaymentVerifier
+    const config = yield* AppConfig
+    const channelTerms = yield* ChannelTerms
 
     /** With a second network, the details name every network a payer may pay on (one network: unchanged). */
     const networksDetail = verifier.networks.length > 1 ? { networks: verifier.networks } : {}
@@ -44,11 +53,16 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
       // Every configured network (the primary first); the v1 body leaves out those x402 v1 has no name for.
       const accepts = verifier.requirementsAll(quote)
       const details = { price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
+      const channelOffers = quote.channels === true
+        ? channelTerms.all.map((terms) =>
+          channelOffer({ terms, caip2: caip2Of(terms.chainId), amount: quote.amount, maxTimeoutSeconds: config.paymentTimeoutSeconds, tokenDomain: terms.chain.usdc }))
+        : []
       return {
         quote,
         accepts,
+        channelOffers,
         refuse: (rejection) =>
-          new PaymentRequired({ message: rejection.message, accepts, details: { reason: rejection.reason, ...details, ...rejection.details } })
+          new PaymentRequired({ message: rejection.message, accepts, offersV2: channelOffers, details: { reason: rejection.reason, ...details, ...rejection.details } })
       }
     }
 
@@ -63,6 +77,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
           return yield* new PaymentRequired({
             message: `${quote.description} costs ${formatUsdc(quote.amount)} USDC: pay with a PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1) header`,
             accepts: priced.accepts,
+            offersV2: priced.channelOffers,
             details: { reason: "payment_required", price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
           })
         }
@@ -86,11 +101,12 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
       options: { readonly paymentIdentifier?: boolean; readonly extensions?: Readonly<Record<string, unknown>> } = {}
     ): PaymentRequiredV2 => {
       const reason = error.details["reason"]
-      return paymentRequiredV2(
+      const required = paymentRequiredV2(
         { accepts: error.accepts, error: typeof reason === "string" ? reason : "payment_required" },
         verifier.caip2For,
         { ...options.extensions, ...(options.paymentIdentifier === true ? { [PAYMENT_IDENTIFIER]: paymentIdentifierDeclaration } : {}) }
       )
+      return error.offersV2 === undefined || error.offersV2.length === 0 ? required : { ...required, accepts: [...required.accepts, ...error.offersV2] }
     }
 
     /**
@@ -102,5 +118,5 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
 
     return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2, caip2For: verifier.caip2For } as const
   }),
-  dependencies: [PaymentVerifier.Default]
+  dependencies: [PaymentVerifier.Default, ChannelTerms.Default]
 }) {}

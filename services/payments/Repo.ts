@@ -176,7 +176,13 @@ export const budgetPaymentStatement = (sql: SqlClient.SqlClient, p: {
  * credit is treasury money), no transaction. Its nonce is derived from the signed spend's: the (asset, payer, nonce)
  * index refuses a replayed spend, and the header's hash is the call's read-back proof.
  */
-export const creditPaymentStatement = (sql: SqlClient.SqlClient, p: {
+/**
+ * The payment row of a call paid from money already held for the payer: its credit at the marketplace (purpose
+ * 'credit'), or its batch-settlement channel (purpose 'channel', with the channel: the charge is the channel's
+ * receivable until a claim and a settle collect it). Settled from the start: nothing for the settler to send.
+ */
+export const prepaidPaymentStatement = (sql: SqlClient.SqlClient, p: {
+  readonly purpose: "credit" | "channel"
   readonly paymentId: string
   readonly requestId: string
   readonly payer: string
@@ -188,10 +194,13 @@ export const creditPaymentStatement = (sql: SqlClient.SqlClient, p: {
   readonly validBefore: number
   readonly headerSha256: string
   readonly now: number
+  /** The voucher's signature (a credit spend's row says 'credit'). */
+  readonly signature?: string
+  readonly channelId?: string
 }) =>
   sql`INSERT INTO payments ${sql.insert({
     id: p.paymentId,
-    purpose: "credit",
+    purpose: p.purpose,
     subjectId: p.requestId,
     payer: p.payer.toLowerCase(),
     payTo: p.payTo,
@@ -201,10 +210,11 @@ export const creditPaymentStatement = (sql: SqlClient.SqlClient, p: {
     nonce: p.nonce,
     validAfter: "0",
     validBefore: p.validBefore.toString(),
-    signature: "credit",
+    signature: p.signature ?? p.purpose,
     headerSha256: p.headerSha256,
     status: "settled",
-    settledAt: new Date(p.now)
+    settledAt: new Date(p.now),
+    ...(p.channelId === undefined ? {} : { channelId: p.channelId })
   })}`
 
 /** Whether `error` is the unique violation of a payment row already made with this nonce or header (a replay). */

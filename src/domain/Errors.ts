@@ -3,6 +3,7 @@ import { HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { PaymentRequirements } from "../../layers/x402/requirements.js"
 import { isX402V1Network } from "../../layers/x402/networks.js"
+import { PaymentRequirementsV2 } from "../../layers/x402/v2.js"
 
 /**
  * The single registry of error codes. `docs/errors.md` is written from this table
@@ -226,7 +227,9 @@ export const GatewayTimeoutResponse = envelope(GatewayTimeout, "GatewayTimeout",
 export class PaymentRequired extends Schema.TaggedError<PaymentRequired>()("PaymentRequired", {
   message: Schema.String,
   details: Details,
-  accepts: Schema.Array(PaymentRequirements)
+  accepts: Schema.Array(PaymentRequirements),
+  /** Offers only x402 v2 can carry (a `batch-settlement` channel): appended to the v2 challenge's `accepts`, never to v1's. */
+  offersV2: Schema.optional(Schema.Array(PaymentRequirementsV2))
 }) {}
 export const PaymentRequiredResponse = Schema.transform(
   Schema.Struct({

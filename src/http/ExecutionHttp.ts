@@ -22,6 +22,7 @@ import type { AgentId } from "../domain/Ids.js"
 import { Api } from "./Api.js"
 import { respond } from "./Envelope.js"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
+import { channelSettleResponse } from "../../layers/x402/batchSettlement/response.js"
 import { challengeHeaders, receiptHeaders, setResponseHeaders } from "./PaymentHeaders.js"
 
 /** A finished attempt that failed is an error response carrying the execution (so the client can retry it). */
@@ -76,7 +77,9 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
     "X-Client-Id": clientId,
     // Paid from credit: no settlement; the signed receipt alone, base64 JSON.
     ...(payment.funding === "credit" && payment.receipt !== null ? { "X-CREDIT-RECEIPT": encodeHeaderJson(payment.receipt) } : {}),
-    ...(payment.settlementTxHash === null
+    ...(payment.channel !== undefined
+      ? { "PAYMENT-RESPONSE": encodeHeaderJson(channelSettleResponse({ network: payment.network, payer: payment.payer, ...payment.channel, receipt: payment.receipt })) }
+      : payment.settlementTxHash === null
       ? {}
       : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }, payment.receipt))
   })

@@ -167,7 +167,12 @@ describe("channel charges", () => {
       expect((yield* b.charge({ channelId: id, requestId: "req_next", amount: 10n, voucher: voucher(110n), expectedCumulative: 100n })).outcome)
         .toBe("charged")
 
-      // The claim takes everything charged (110, with the latest voucher); its charges can no longer go back.
+      // A claim takes only the charges of calls that are over (kept): none yet.
+      expect(Option.isNone(yield* a.claim(id))).toBe(true)
+      // The calls end and keep their charges; the claim takes them (110, with the latest voucher); they can no longer go back.
+      expect((yield* a.keep("req_ok", 100n)).outcome).toBe("kept")
+      expect((yield* b.keep("req_next", 10n)).outcome).toBe("kept")
+      expect((yield* a.keep("req_next", 10n)).outcome).toBe("already")
       const take = Option.getOrThrow(yield* a.claim(id))
       expect(take.totalClaimed).toBe(110n)
       expect(take.voucherMaxClaimable).toBe(110n)
@@ -194,11 +199,15 @@ describe("channel charges", () => {
           .toBe("charged")
         cumulative += amount
       }
-      // One process builds the claim while the other returns every charge.
+      // One process builds the claim while the other ends every call: the even ones keep their charges, the odd ones
+      // (failed) give them back. A charge is claimable only once kept, so the claim takes kept charges only.
       const [take, returned] = yield* Effect.all(
-        [a.claim(id), Effect.all(Array.from({ length: 20 }, (_, i) => b.returnCharge(`req_${i}`)), { concurrency: 4 })],
+        [a.claim(id), Effect.all(Array.from({ length: 20 }, (_, i) => i % 2 === 0
+          ? Effect.as(b.keep(`req_${i}`, 100n + BigInt(i)), { outcome: "claimed" as const })
+          : b.returnCharge(`req_${i}`)), { concurrency: 4 })],
         { concurrency: 2 }
       )
+      const late = yield* a.claim(id)
       const charges = yield* a.charges(id)
       const claimed = charges.filter((c) => c.status === "claimed")
       expect(claimed.length + charges.filter((c) => c.status === "returned").length).toBe(20)
@@ -209,7 +218,9 @@ describe("channel charges", () => {
       // What the claim submits is exactly what stays charged: nothing returned is claimed, nothing claimed returned.
       expect(row.chargedCumulative).toBe(claimedSum)
       expect(row.claimedCumulative).toBe(claimedSum)
-      expect(Option.match(take, { onNone: () => 0n, onSome: (t) => t.totalClaimed })).toBe(claimedSum)
+      expect(Option.match(late, { onNone: () => Option.match(take, { onNone: () => 0n, onSome: (t) => t.totalClaimed }), onSome: (t) => t.totalClaimed })).toBe(claimedSum)
+      expect(claimed.every((c) => Number(c.requestId.slice(4)) % 2 === 0)).toBe(true)
+      expect(claimed).toHaveLength(10)
     }))
 
   it.scopedLive("a zero price is refused; one request id raced onto two channels is charged on one of them only", () =>

@@ -11,6 +11,7 @@ import { Paywall } from "../../../services/payments/Paywall.js"
 import { RegisterAgentRequest } from "../../domain/Agent.js"
 import { Accepted, ExecuteRequest, ExecutionView } from "../../domain/Execution.js"
 import { Registration } from "../../http/AgentsApi.js"
+import { channelSettleResponse } from "../../../layers/x402/batchSettlement/response.js"
 import { asX402Challenge, PAYMENT_META, PAYMENT_RESPONSE_META } from "../payment.js"
 import { FailureWithMeta, type ToolFailure } from "../results.js"
 import { defineTool, WithMeta } from "../Tool.js"
@@ -28,7 +29,9 @@ const ExecuteOutput = Schema.Union(PaidExecution, AcceptedPaidExecution)
  * `settlement` says so and get_execution_status shows the transaction once it is mined), as HTTP omits PAYMENT-RESPONSE.
  */
 const receiptMeta = (paywall: Paywall, payment: PaymentUse | null) =>
-  payment === null || payment.settlementTxHash === null
+  payment?.channel !== undefined
+    ? { [PAYMENT_RESPONSE_META]: channelSettleResponse({ network: payment.network, payer: payment.payer, ...payment.channel, receipt: payment.receipt }) }
+    : payment === null || payment.settlementTxHash === null
     ? {}
     : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }, payment.receipt) }
 
