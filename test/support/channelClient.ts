@@ -1,6 +1,6 @@
 // The official batch-settlement payer, unmodified: `@x402/fetch`'s wrapFetchWithPayment over an `x402Client` with
 // `@x402/evm`'s BatchSettlementEvmScheme for our devnet's network. One channel per (payer, salt); its first paid call
-// deposits `depositCalls` calls' worth (the package's own deposit policy), later calls pay by voucher only.
+// deposits (`depositCalls` calls' worth when given, else what our 402 suggests), later calls pay by voucher only.
 // Used by the integration tests and by bench/channels.ts (no vitest imports here).
 import { toClientEvmSigner } from "@x402/evm"
 import { BatchSettlementEvmScheme, computeChannelId } from "@x402/evm/batch-settlement/client"
@@ -17,7 +17,7 @@ export interface ChannelClientOptions {
   readonly usdc: Hex
   /** Names the channel among the payer's others (hashed to the channel config's salt); default: the package's zero salt. */
   readonly salt?: string
-  /** The first call deposits this many calls' worth (`depositPolicy.depositMultiplier`, at least 3; the package's default is 5). */
+  /** The first call deposits this many calls' worth (a `depositStrategy`); default: our 402's `extra.minDeposit` (100 calls). */
   readonly depositCalls?: number
   /** The most one payment may ask, in micro-USDC; the deposit may be up to `depositCalls` times this (default 10 USDC). */
   readonly maxAmountPerPayment?: bigint
@@ -28,11 +28,18 @@ export interface ChannelClientOptions {
 // #region docs:channel-client
 /** An x402 v2 client paying by channel from `payer` on our devnet: deposits once, then signs a voucher per call. */
 export const channelClient = (payer: PrivateKeyAccount, options: ChannelClientOptions) => {
+  const depositCalls = options.depositCalls
   const publicClient = createPublicClient({ chain: devnetChain(options.rpcUrl), transport: http(options.rpcUrl), pollingInterval: 20 })
   // The public client lets the scheme read channels(id) on chain (recovering a channel it has no local record of).
   const scheme = new BatchSettlementEvmScheme(toClientEvmSigner(payer, publicClient), {
     ...(options.salt === undefined ? {} : { salt: keccak256(toHex(options.salt)) }),
-    ...(options.depositCalls === undefined ? {} : { depositPolicy: { depositMultiplier: options.depositCalls } })
+    // The deposit: `depositCalls` times the price (never less than the call needs), at most 5 × maxAmountPerPayment.
+    ...(depositCalls === undefined ? {} : {
+      depositStrategy: ({ requestAmount, minimumDepositAmount }: { requestAmount: string; minimumDepositAmount: string }) => {
+        const wanted = BigInt(requestAmount) * BigInt(depositCalls)
+        return wanted > BigInt(minimumDepositAmount) ? wanted : BigInt(minimumDepositAmount)
+      }
+    })
   })
   const client = new x402Client()
     .register(DEVNET_NETWORK, scheme)
