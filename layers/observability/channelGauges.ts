@@ -15,7 +15,7 @@ export interface ChannelReading {
 
 export const readChannels = (sql: SqlClient.SqlClient) =>
   Effect.all({
-    summary: channelSummary(sql),
+    summary: channelSummary(sql, { allStatuses: true }),
     drift: sql<{ receivable: string; balance: string; claimed: string; pending: string }>`
       WITH newest AS (SELECT * FROM (SELECT DISTINCT ON (network) * FROM channel_reconciliations ORDER BY network, id DESC) t WHERE confirmed)
       SELECT coalesce((SELECT receivable_drift FROM newest ORDER BY abs(receivable_drift) DESC LIMIT 1), 0)::text AS receivable,

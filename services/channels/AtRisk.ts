@@ -18,14 +18,18 @@ export const ChannelSummary = Schema.Struct({
 })
 export type ChannelSummary = typeof ChannelSummary.Type
 
-/** One statement: the live statuses through the partial index of live channels, the terminal ones counted too. */
-export const channelSummary = (sql: SqlClient.SqlClient) =>
+/**
+ * One statement over the live channels (open, withdrawing, claimFailed: the partial index `channels_to_claim`).
+ * `allStatuses` also counts every other state (a scan of the table: for the cached gauges, not for each /health probe).
+ */
+export const channelSummary = (sql: SqlClient.SqlClient, options: { readonly allStatuses: boolean }) =>
   Effect.gen(function* () {
+    const counted = options.allStatuses ? sql`channels` : sql`live`
     const [row] = yield* sql`
       WITH live AS (SELECT status, charged_cumulative AS charged, claimed_cumulative AS claimed, settled_cumulative AS settled
                     FROM channels WHERE status IN ('open', 'withdrawing', 'claimFailed'))
       SELECT EXISTS (SELECT 1 FROM channels) AS any,
-        coalesce((SELECT json_agg(json_build_object('status', status, 'n', n)) FROM (SELECT status, count(*)::int AS n FROM channels GROUP BY status) s), '[]') AS by_status,
+        coalesce((SELECT json_agg(json_build_object('status', status, 'n', n)) FROM (SELECT status, count(*)::int AS n FROM ${counted} GROUP BY status) s), '[]') AS by_status,
         (SELECT coalesce(sum(charged - claimed), 0) FROM live)::text AS unclaimed,
         (SELECT count(*) FROM live WHERE status = 'withdrawing' AND charged > claimed)::int AS withdrawing_unclaimed,
         (SELECT count(*) FROM live WHERE status = 'claimFailed')::int AS claim_failed,

@@ -3,7 +3,7 @@
 // row against the contract's channels(id), and the contract's claimed-unsettled pool for our treasury against the rows.
 // Runs in the reconciliation worker's pass (services/treasury/Reconciliation.ts), under the same lease.
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Option, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import type { ChainShape } from "../../layers/Chain.js"
 import { Networks } from "../../layers/Networks.js"
 import { finalBlock } from "../../layers/confirmations.js"
@@ -179,9 +179,7 @@ export class ChannelReconciliation extends Effect.Service<ChannelReconciliation>
         channels_checked, channels_drifted, balance_drift, claimed_drift, claims_in_flight, chain_pending, rows_pending, pending_drift,
         drifted, confirmed, checked_at FROM channel_reconciliations ORDER BY network, id DESC`).pipe(Effect.orDie)
 
-    const chainOf = (network: string) => Option.fromNullable(networks.all.find((c) => c.network === network))
-
-    return { check, checkOn, pass, status, chainOf } as const
+    return { check, checkOn, pass, status } as const
   })
 }) {}
 

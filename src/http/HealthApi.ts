@@ -50,7 +50,8 @@ export const Health = Schema.Struct({
   /** The treasury's ETH for gas (wei) and how many payout-sized transactions it pays for now; absent until the first check. */
   gas: Schema.optional(Schema.Struct({ balanceWei: Schema.String, transactionsLeft: Schema.String, low: Schema.Boolean, checkedAt: Schema.String })),
   /**
-   * Batch-settlement channels (absent until one exists): counts by status, what is charged and not yet claimed
+   * Batch-settlement channels (absent until one exists): the live ones (open, withdrawing, claimFailed) counted by
+   * status (every state: the `marketplace_channels` gauge), what is charged and not yet claimed
    * (micro-USDC), the channels at risk (withdrawing with charges unclaimed, or a claim failed: `degraded` while any is)
    * and each network's last channel reconciliation (`degraded` while a confirmed drift is the newest).
    */

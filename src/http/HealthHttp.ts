@@ -40,7 +40,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         onSome: (l) => ({ treasury: { drift: l.drift.toString(), block: l.blockNumber.toString(), checkedAt: l.checkedAt.toISOString(), confirmed: l.confirmed } })
       })
     /** Channels at risk and their reconciliation: bounded like the treasury's status, left out when they do not answer. */
-    const channelsNow = Effect.all([channelSummary(sql), channelChecks.status]).pipe(
+    const channelsNow = Effect.all([channelSummary(sql, { allStatuses: false }), channelChecks.status]).pipe(
       Effect.disconnect,
       Effect.timeout("500 millis"),
       Effect.map(([summary, checks]) =>

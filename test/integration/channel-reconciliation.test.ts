@@ -13,6 +13,7 @@ import { ChannelReconciliation } from "../../services/treasury/ChannelReconcilia
 import { channelsTo, insertChannel, postReceivable } from "../support/channelFixtures.js"
 import { call, devAccount } from "../support/clients.js"
 import { OPERATOR_TOKEN, TestApp, TestEnv } from "../support/harness.js"
+import { recordingLogs } from "../support/logs.js"
 
 const anvil = createTestClient({ mode: "anvil", transport: http(inject("rpcUrl")) })
 
@@ -50,7 +51,7 @@ const passWithSecondLook = Effect.gen(function* () {
 const metric = (text: string, line: string) => text.split("\n").find((l) => l.startsWith(`${line} `))?.split(" ")[1]
 const operator = { authorization: `Bearer ${OPERATOR_TOKEN}` }
 
-layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }, { chain: FreshTreasury }))("channel reconciliation", (it) => {
+layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0", LOG_FORMAT: "json" }, { chain: FreshTreasury }))("channel reconciliation", (it) => {
   it.effect("rows, ledger and contract agree: no drift, and a claim built but not yet on chain is in flight", () =>
     Effect.gen(function* () {
       const { sql, chain, baseUrl } = yield* TestEnv
@@ -92,7 +93,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }, { chain
       expect(health.body.data).toMatchObject({ channels: { atRisk: 0, reconciliation: [{ network: chain.network, confirmed: false, channelsDrifted: 0 }] } })
     }), { timeout: 60_000 })
 
-  it.effect("a chain whose totalClaimed is ahead of our row, and a receivable no row explains, are drift: confirmed, logged as gauges, /health and the operator report", () =>
+  it.scoped("a chain whose totalClaimed is ahead of our row, and a receivable no row explains, are drift: confirmed, logged as gauges, /health and the operator report", () =>
     Effect.gen(function* () {
       const { sql, chain, baseUrl } = yield* TestEnv
       const channels = channelsTo({ treasury: chain.treasury, payer: devAccount(6), authorizer: devAccount(7), relayer: devAccount(8) })
@@ -109,7 +110,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }, { chain
       expect(check?.channels).toMatchObject({ claimedDrift: 100_000n, balanceDrift: 0n })
       expect(check?.channels.drifted).toEqual([{ channelId: c.id, balance: 300_000n, chainBalance: 300_000n, claimedCumulative: 0n, chainTotalClaimed: 100_000n }])
 
+      const logs = yield* recordingLogs
       yield* passWithSecondLook
+      expect(logs.find("channels.drift", { network: chain.network, channelsDrifted: 1 })).toHaveLength(1)
       const [stored] = yield* reconciliation.status
       expect(stored).toMatchObject({ confirmed: true, receivableDrift: 50_000n, claimedDrift: 100_000n, pendingDrift: 100_000n, channelsDrifted: 1 })
 
