@@ -23,6 +23,11 @@ export { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.
 /** A micro-USDC expression as a 6-decimal USDC string, for the causes in words. */
 const usdcText = (sql: SqlClient.SqlClient, expression: string) => sql.unsafe(`((${expression})::numeric / 1000000)::numeric(20, 6)::text`)
 
+/** A time (ms) of the channel machine's context as a timestamptz; NULL when absent or not a number (never an error). */
+const msTime = (sql: SqlClient.SqlClient, field: "withdrawRequestedAt" | "finalizableAt") =>
+  sql.unsafe(`CASE WHEN jsonb_typeof(t.machine_snapshot->'context'->'${field}') = 'number'
+    THEN to_timestamp((t.machine_snapshot->'context'->>'${field}')::numeric / 1000) END`)
+
 /** Every query selects: machine, actor_id, agent_id, amount (micro-USDC text), since, cause, lever, lever_target. */
 export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, now: Date): Statement<object> => {
   const ago = (ms: number) => new Date(now.getTime() - ms)
@@ -124,11 +129,11 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
       // The payer started a withdrawal: what is charged and not claimed is lost unless a claim lands before the payer can
       // finalize (docs/operators.md "Channels at risk").
       return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id, (t.charged_cumulative - t.claimed_cumulative)::text AS amount,
-          coalesce(to_timestamp((t.machine_snapshot->'context'->>'withdrawRequestedAt')::bigint / 1000.0), t.updated_at) AS since,
+          coalesce(${msTime(sql, "withdrawRequestedAt")}, t.updated_at) AS since,
           format('payer %s is withdrawing its channel on %s: %s USDC charged and not claimed yet%s', t.payer, t.network,
             ${usdcText(sql, "t.charged_cumulative - t.claimed_cumulative")},
             coalesce(format('; the payer can take it back from %s',
-              to_char(to_timestamp((t.machine_snapshot->'context'->>'finalizableAt')::bigint / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')), '')) AS cause,
+              to_char(${msTime(sql, "finalizableAt")} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')), '')) AS cause,
           NULL AS lever, NULL AS lever_target
         FROM channels t WHERE t.status = 'withdrawing' AND t.charged_cumulative > t.claimed_cumulative`
     case "channel_claim_failed":
