@@ -93,3 +93,11 @@ BEGIN
   RETURN QUERY SELECT ch.claimed_cumulative + taken, ch.voucher_max_claimable, ch.voucher_signature;
 END
 $$;
+
+-- A voucher's header is not a one-time credential as an EIP-3009 authorization is: after a failed call gave its charge
+-- back, the payer's next voucher is over the same cumulative and, signed deterministically, is the very same header.
+-- Channel payments are kept once by the channel's compare-and-set charge instead; the header stays their read-back
+-- handle (several calls may share it).
+DROP INDEX payments_header_key;
+CREATE UNIQUE INDEX payments_header_key ON payments (header_sha256) WHERE purpose <> 'channel';
+CREATE INDEX payments_channel_header ON payments (header_sha256) WHERE purpose = 'channel';

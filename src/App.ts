@@ -56,6 +56,7 @@ import { HealthProbesLive, Reputation } from "../services/reputation/Reputation.
 import { Outcomes, OutcomesFoldLive } from "../services/reputation/Outcomes.js"
 import { GasWatch, GasWatchLive } from "../services/treasury/GasWatch.js"
 import { Reconciliation, ReconciliationWorkerLive } from "../services/treasury/Reconciliation.js"
+import { ChannelReconciliation } from "../services/treasury/ChannelReconciliation.js"
 import { TreasuryMachine } from "../services/treasury/treasurySpec.js"
 import { TreasuryWorker, TreasuryWorkerLive } from "../services/treasury/TreasuryWorker.js"
 import { OperatorLog } from "../services/operator/Actions.js"
@@ -64,6 +65,7 @@ import { Levers } from "../services/operator/Levers.js"
 import { Decisions } from "../services/operator/Decisions.js"
 import { OperatorStats } from "../services/operator/Stats.js"
 import { Attention } from "../services/operator/Attention.js"
+import { OperatorChannels } from "../services/operator/Channels.js"
 import { Search } from "../services/operator/Search.js"
 import { AgentView } from "../services/operator/AgentView.js"
 import { OperatorTransactions } from "../services/operator/Transactions.js"
@@ -154,6 +156,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Refunds.Default,
         TreasuryWorker.Default,
         Reconciliation.Default,
+        ChannelReconciliation.Default,
         GasWatch.Default,
         Circuits.Default,
         Reputation.Default,
@@ -175,6 +178,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         Decisions.Default,
         OperatorStats.Default,
         Attention.Default,
+        OperatorChannels.Default,
         Search.Default,
         AgentView.Default,
         OperatorTransactions.Default,

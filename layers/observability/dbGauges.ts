@@ -1,10 +1,11 @@
 // Gauges read from PostgreSQL when /metrics is scraped (true across every server process, so exported by one: the
 // holder of the cluster gauges' lease): settlement backlog, refunds pending, webhook queue and dead letters, open
-// circuits, database connections, the needs-attention counts and the treasury's drift. Bounded statements, briefly cached.
+// circuits, database connections, the needs-attention counts, the treasury's drift and the channels (channelGauges.ts). Bounded statements, briefly cached.
 import { SqlClient } from "@effect/sql"
 import { Clock, Config, Effect, Schema } from "effect"
 import { Gauge, Registry } from "prom-client"
 import { ATTENTION_KINDS, type AttentionCounts, attentionCounts } from "../../services/operator/attentionQueries.js"
+import { type ChannelReading, makeChannelGauges, readChannels } from "./channelGauges.js"
 
 /** Counts stop here: the query stays bounded however large a backlog grows (the gauge then reads "at least"). */
 export const COUNT_CAP = 100_000
@@ -31,6 +32,7 @@ interface Reading {
   readonly attention: AttentionCounts
   /** The newest reconciliation check's drift when confirmed, else 0. */
   readonly drift: bigint
+  readonly channels: ChannelReading
 }
 
 /**
@@ -66,7 +68,8 @@ const read = (sql: SqlClient.SqlClient) =>
     attention: Effect.flatMap(Clock.currentTimeMillis, (now) => attentionCounts(sql, new Date(now))),
     // Each network's newest check (one row with one network), summed.
     drift: sql<{ drift: string | null }>`SELECT sum(CASE WHEN confirmed THEN drift ELSE 0 END)::text AS drift FROM (
-                 SELECT DISTINCT ON (network) confirmed, drift FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t`.pipe(Effect.map((r) => BigInt(r[0]?.drift ?? "0")))
+                 SELECT DISTINCT ON (network) confirmed, drift FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t`.pipe(Effect.map((r) => BigInt(r[0]?.drift ?? "0"))),
+    channels: readChannels(sql)
   }, { concurrency: 3 })
 
 const cacheMs = Config.integer("METRICS_DB_CACHE_MS").pipe(
@@ -113,6 +116,7 @@ export const makeDbGauges = (instance: string) => Effect.gen(function* () {
     "marketplace_treasury_drift_micro_usdc",
     "The newest reconciliation's confirmed drift, chain minus ledger treasury balance in micro-USDC (0 when they agree)"
   )
+  const channels = makeChannelGauges(registry)
   const poolMax = new Gauge({ name: "marketplace_db_pool_max", help: "DATABASE_POOL_SIZE of this process", registers: [local] })
   poolMax.set(maxConnections)
   const exporter = new Gauge({
@@ -136,6 +140,7 @@ export const makeDbGauges = (instance: string) => Effect.gen(function* () {
     circuits.set({ state: "half-open" }, s.circuitsHalfOpen)
     for (const kind of ATTENTION_KINDS) attention.set({ kind }, r.attention[kind])
     drift.set(Number(r.drift))
+    channels.apply(r.channels)
     connections.reset()
     for (const c of r.connections) connections.set({ state: c.state }, c.n)
   }

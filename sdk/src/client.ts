@@ -1,7 +1,7 @@
 // The client side: find agents, pay for calls with x402, follow them, read chains, dispute a bad result.
 import { MarketplaceError } from "./errors.js"
 import { type Fetch, joinUrl, request } from "./http.js"
-import { type PayerOptions, payingFetch } from "./payments.js"
+import { channelScheme, type PayerOptions, payingFetch } from "./payments.js"
 import { fromMicro } from "./money.js"
 import { type ExecutionReceipt, receiptFromHeaders } from "./receipts.js"
 
@@ -123,7 +123,8 @@ const query = (params: Record<string, string | number | boolean | undefined>) =>
 export const marketplace = (options: MarketplaceOptions) => {
   const baseUrl = options.baseUrl ?? "http://127.0.0.1:3000"
   const url = (path: string) => joinUrl(baseUrl, path)
-  const pay: Fetch = payingFetch({ ...options, baseUrl })
+  const channel = channelScheme({ ...options, baseUrl })
+  const pay: Fetch = payingFetch({ ...options, baseUrl }, channel)
   /** What execute returned, by request id and transaction id: the payment handle and the client id for later calls. */
   const receipts = new Map<string, { paymentUsed: string | undefined; clientId: string | undefined }>()
 
@@ -255,7 +256,22 @@ export const marketplace = (options: MarketplaceOptions) => {
      * The `fetch` this client pays with, for any other paid route.
      * @example await market.fetch(`${baseUrl}/api/v1/agents`, { method: "POST", headers: { "content-type": "application/json" }, body })
      */
-    fetch: pay
+    fetch: pay,
+
+    /**
+     * With `channel`: gives back what is left in this client's payment channel (everything deposited and not charged),
+     * in one transaction the marketplace sends; the next call deposits again. Without a channel it does nothing.
+     * @example const { transaction } = (await market.closeChannel()) ?? {}
+     */
+    closeChannel: async (): Promise<{ readonly transaction: string; readonly refunded: string } | undefined> => {
+      if (channel === undefined) return undefined
+      try {
+        const settled = await channel.refund(url("/api/v1/channels/refund"))
+        return { transaction: settled.transaction, refunded: settled.amount ?? "" }
+      } catch (cause) {
+        throw new MarketplaceError("SDK_CHANNEL_REFUND_FAILED", `the channel's refund failed: ${String(cause)}`, 0)
+      }
+    }
   } as const
 }
 

@@ -3,6 +3,7 @@
 // a per-payment cap.
 import { x402Client, wrapFetchWithPayment as wrapV2 } from "@x402/fetch"
 import { ExactEvmScheme } from "@x402/evm/exact/client"
+import { BatchSettlementEvmScheme } from "@x402/evm/batch-settlement/client"
 import { toClientEvmSigner } from "@x402/evm"
 import type { LocalAccount } from "viem"
 import { MarketplaceError } from "./errors.js"
@@ -22,6 +23,12 @@ export interface PayerOptions {
    * Raise it for chain budgets or dear capabilities, e.g. "5.00".
    */
   readonly maxPayment?: string
+  /**
+   * Pay by payment channel (x402 `batch-settlement`, v2 only) where the service offers one: the first call deposits
+   * `deposit` USDC (default "1.00") into a channel with the marketplace as receiver, later calls send a signed voucher
+   * each and wait for no block; `close()` (on the client) gives back what was not spent. `salt` picks another channel.
+   */
+  readonly channel?: { readonly deposit?: string; readonly salt?: `0x${string}` }
 }
 
 interface ChainInfo {
@@ -32,7 +39,7 @@ interface ChainInfo {
  * A `fetch` that answers a 402 by paying it once and sending the request again.
  * @example const pay = payingFetch({ baseUrl, wallet, x402: "v2", maxPayment: "1.00" }); await pay(url, { method: "POST", … })
  */
-export const payingFetch = (options: PayerOptions): Fetch => {
+export const payingFetch = (options: PayerOptions, channels: BatchSettlementEvmScheme | undefined = channelScheme(options)): Fetch => {
   const cap = toMicro(options.maxPayment ?? "0.10")
   if (options.x402 === "v1") {
     let v1: Promise<Fetch> | undefined
@@ -53,13 +60,38 @@ export const payingFetch = (options: PayerOptions): Fetch => {
   const makeClient = async () => {
     const { data } = await request<ChainInfo>(joinUrl(options.baseUrl, "/health"))
     const network = `eip155:${data.chain.chainId}` as const
-    return new x402Client()
+    const client = new x402Client()
       .register(network, new ExactEvmScheme(toClientEvmSigner(options.wallet)))
       .setSpendControls({ allowedAssets: [{ network, asset: data.chain.usdc, maxAmountPerPayment: cap.toString() }] })
+    if (channels !== undefined) {
+      client.register(network, channels)
+      // The channel first, where offered; `exact` where not (a chain's budget, a service without the contracts).
+      client.registerPolicy((_version, requirements) => {
+        const byChannel = requirements.filter((r) => r.scheme === "batch-settlement")
+        return byChannel.length > 0 ? byChannel : requirements
+      })
+    }
+    return client
   }
   return async (url, init) => {
     client ??= makeClient()
     client.catch(() => (client = undefined))
     return await wrapV2(fetch, await client)(url, init)
   }
+}
+
+/**
+ * The official batch-settlement client scheme for `options.channel` (none without it): deposits of the asked size
+ * (the offer's suggestion otherwise), its deposit cap raised to cover them.
+ */
+export const channelScheme = (options: PayerOptions): BatchSettlementEvmScheme | undefined => {
+  if (options.channel === undefined || options.x402 === "v1") return undefined
+  const cap = toMicro(options.maxPayment ?? "0.10")
+  const deposit = toMicro(options.channel.deposit ?? "1.00")
+  const multiplier = Number(deposit / (cap > 0n ? cap : 1n)) + 1
+  return new BatchSettlementEvmScheme(toClientEvmSigner(options.wallet), {
+    depositPolicy: { depositMultiplier: Math.max(5, multiplier) },
+    depositStrategy: (context) => (BigInt(context.minimumDepositAmount) > deposit ? undefined : deposit.toString()),
+    ...(options.channel.salt === undefined ? {} : { salt: options.channel.salt })
+  })
 }

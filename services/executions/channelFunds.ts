@@ -5,6 +5,7 @@ import { SqlClient } from "@effect/sql"
 import { Data, Effect, Option } from "effect"
 import type { Hex } from "viem"
 import type { ChannelPaymentPayloadV2 } from "../../layers/x402/batchSettlement/payloads.js"
+import { checkChannelConfig } from "../../layers/x402/batchSettlement/channelConfig.js"
 import { verifyDeposit } from "../../layers/x402/batchSettlement/deposit.js"
 import type { ChannelPayloadRejected } from "../../layers/x402/batchSettlement/reasons.js"
 import { type ChannelState, type ChannelStateExtra, correctiveAnswer, verifyVoucher, type VoucherStateExtra } from "../../layers/x402/batchSettlement/voucher.js"
@@ -97,6 +98,8 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
           yield* verifyDeposit({ payload, price, state, ours: terms, tokenDomain: terms.chain.usdc, chain, now: Math.floor(Date.now() / 1000), minValiditySeconds: 60 }).pipe(Effect.mapError(fromRejection))
           return yield* new ChannelRefused({ reason: "invalid_batch_settlement_evm_deposit_payload", message: "deposits are not taken on this server yet" })
         }
+        // Ours first (receiver, authorizer, token, delay): a foreign channel is refused for what it is.
+        yield* checkChannelConfig(payload.channelConfig, payload.voucher.channelId, terms).pipe(Effect.mapError(fromRejection))
         const found = yield* Effect.orDie(channels.find(channelId))
         if (Option.isNone(found)) {
           return yield* new ChannelRefused({ reason: "invalid_batch_settlement_evm_channel_not_found", message: `no open channel ${channelId} with this server: deposit first`, details: { channelId } })
@@ -160,7 +163,11 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
     /** The call a channel header already paid for, when this request is that call's (agent, capability, input, key). */
     const resent = (headerSha256: string, req: ExecuteRequest) =>
       Effect.gen(function* () {
-        const [paid] = yield* sql<{ readonly subjectId: string }>`SELECT subject_id FROM payments WHERE header_sha256 = ${headerSha256} AND purpose = 'channel'`
+        // The latest call the header paid that kept its charge (a failed call gave it back: the header may pay again).
+        const [paid] = yield* sql<{ readonly subjectId: string }>`
+          SELECT p.subject_id FROM payments p JOIN executions e ON e.id = p.subject_id
+          WHERE p.header_sha256 = ${headerSha256} AND p.purpose = 'channel' AND e.status IN ('pending', 'completed')
+          ORDER BY p.created_at DESC LIMIT 1`
         if (paid === undefined) return Option.none<string>()
         const row = yield* executions.find(paid.subjectId)
         return Option.isSome(row) && row.value.requestHash === requestHashOf(req, Option.none()) && (row.value.idempotencyKey ?? undefined) === req.idempotencyKey

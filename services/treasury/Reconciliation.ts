@@ -10,6 +10,7 @@ import { finalBlock } from "../../layers/confirmations.js"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { ChainReadError } from "./chainReads.js"
+import { ChannelReconciliation } from "./ChannelReconciliation.js"
 import { type InFlight, inFlightAt, unbookedStatement } from "./inFlight.js"
 
 export interface ReconciliationResult {
@@ -181,15 +182,21 @@ export class Reconciliation extends Effect.Service<Reconciliation>()("treasury/R
 /** The lease under which the reconciliation runs: one instance of the cluster checks and alerts (layers/cluster/Leases.ts). */
 export const RECONCILIATION_LEASE = "treasury.reconciliation"
 
-/** A pass every 30 s, in the one instance holding the reconciliation's lease (so each drift is logged once per cluster). */
+/**
+ * A pass every 30 s, in the one instance holding the reconciliation's lease (so each drift is logged once per cluster):
+ * the treasury's, and the batch-settlement channels' beside it (services/treasury/ChannelReconciliation.ts).
+ */
 export const ReconciliationWorkerLive = Layer.scopedDiscard(
   Effect.gen(function* () {
     const reconciliation = yield* Reconciliation
+    const channels = yield* ChannelReconciliation
     const leases = yield* Leases
     yield* leases.whileHolding(
       RECONCILIATION_LEASE,
-      reconciliation.pass.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("reconciliation pass failed", cause)),
+      Effect.all([
+        reconciliation.pass.pipe(Effect.catchAllCause((cause) => Effect.logWarning("reconciliation pass failed", cause))),
+        channels.pass.pipe(Effect.catchAllCause((cause) => Effect.logWarning("channel reconciliation pass failed", cause)))
+      ], { concurrency: 2, discard: true }).pipe(
         Effect.repeat(Schedule.spaced(Duration.seconds(30))),
         Effect.asVoid
       )

@@ -56,6 +56,7 @@ export const ErrorCodes = {
   SPENDING_LIMITS_NOT_FOUND: { status: 404, meaning: "The payer wallet has no spending limits (none registered, or removed)." },
   ACTOR_NOT_FOUND: { status: 404, meaning: "Operators: no actor of this machine kind with this id." },
   REFUND_NOT_FOUND: { status: 404, meaning: "Operators: no refund with this id." },
+  CHANNEL_NOT_FOUND: { status: 404, meaning: "Operators: no batch-settlement channel with this id (a channel is known once its deposit was seen)." },
   RECEIPT_NOT_FOUND: { status: 404, meaning: "No receipt for this execution (yet): receipts exist for calls that completed with their own x402 payment settled on chain; not for failed or pending calls, nor for calls paid from a chain's budget." },
   WALLET_ALREADY_REGISTERED: { status: 409, meaning: "This wallet already has an agent (one agent per wallet); nothing was charged." },
   IDEMPOTENCY_CONFLICT: { status: 409, meaning: "The idempotencyKey was used with a different agent, capability or input." },
@@ -150,7 +151,7 @@ export const ForbiddenResponse = envelope(Forbidden, "Forbidden", Forbidden.fiel
 
 export class NotFound extends Schema.TaggedError<NotFound>()(
   "NotFound",
-  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND", "RECEIPT_NOT_FOUND", "SPENDING_LIMITS_NOT_FOUND")
+  fields("NOT_FOUND", "AGENT_NOT_FOUND", "CAPABILITY_NOT_FOUND", "EXECUTION_NOT_FOUND", "TRANSACTION_NOT_FOUND", "WITHDRAWAL_NOT_FOUND", "DISPUTE_NOT_FOUND", "WEBHOOK_NOT_FOUND", "CHAIN_NOT_FOUND", "ACTOR_NOT_FOUND", "REFUND_NOT_FOUND", "RECEIPT_NOT_FOUND", "SPENDING_LIMITS_NOT_FOUND", "CHANNEL_NOT_FOUND")
 ) {}
 export const NotFoundResponse = envelope(NotFound, "NotFound", NotFound.fields.code, 404)
 

@@ -12,6 +12,7 @@ import {
 } from "../domain/Errors.js"
 import { AgentsApi } from "./AgentsApi.js"
 import { DisputesApi, OperatorDisputesApi } from "./DisputesApi.js"
+import { OperatorChannelsApi } from "./OperatorChannelsApi.js"
 import { WebhooksApi } from "./WebhooksApi.js"
 import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
 import { ChainsApi } from "./ChainsApi.js"
@@ -34,6 +35,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(OperatorApi)
   .add(DisputesApi)
   .add(OperatorDisputesApi)
+  .add(OperatorChannelsApi)
   .add(WebhooksApi)
   .add(DiscoveryApi)
   .add(AnalyticsApi)

@@ -8,7 +8,8 @@ export const Health = Schema.Struct({
   /**
    * `degraded`: serving, but the ledger's treasury disagrees with the chain (see `treasury`), or the treasury's ETH
    * pays for fewer than TREASURY_GAS_LOW_TRANSACTIONS more transactions at current fees (see `gas`), or the chain's
-   * RPC answers badly (see `chain.problem`). A chain RPC that does not answer within 1.5 s is a 503.
+   * RPC answers badly (see `chain.problem`), or a batch-settlement channel is at risk or its reconciliation drifted
+   * (see `channels`). A chain RPC that does not answer within 1.5 s is a 503.
    */
   status: Schema.Literal("ok", "degraded"),
   mode: Schema.Literal("devnet", "rpc"),
@@ -48,6 +49,30 @@ export const Health = Schema.Struct({
   treasury: Schema.optional(Schema.Struct({ drift: Schema.String, block: Schema.String, checkedAt: Schema.String, confirmed: Schema.Boolean })),
   /** The treasury's ETH for gas (wei) and how many payout-sized transactions it pays for now; absent until the first check. */
   gas: Schema.optional(Schema.Struct({ balanceWei: Schema.String, transactionsLeft: Schema.String, low: Schema.Boolean, checkedAt: Schema.String })),
+  /**
+   * Batch-settlement channels (absent until one exists): the live ones (open, withdrawing, claimFailed) counted by
+   * status (every state: the `marketplace_channels` gauge), what is charged and not yet claimed
+   * (micro-USDC), the channels at risk (withdrawing with charges unclaimed, or a claim failed: `degraded` while any is)
+   * and each network's last channel reconciliation (`degraded` while a confirmed drift is the newest).
+   */
+  channels: Schema.optional(Schema.Struct({
+    byStatus: Schema.Array(Schema.Struct({ status: Schema.String, count: Schema.Number })),
+    unclaimed: Schema.String,
+    atRisk: Schema.Number,
+    withdrawingUnclaimed: Schema.Number,
+    claimFailed: Schema.Number,
+    atRiskAmount: Schema.String,
+    reconciliation: Schema.Array(Schema.Struct({
+      network: Schema.String,
+      block: Schema.String,
+      receivableDrift: Schema.String,
+      channelsDrifted: Schema.Number,
+      pendingDrift: Schema.String,
+      claimsInFlight: Schema.String,
+      confirmed: Schema.Boolean,
+      checkedAt: Schema.String
+    }))
+  })),
   uptimeSeconds: Schema.Number
 }).annotations({ identifier: "Health" })
 

@@ -7,6 +7,8 @@ import { makeChainProbe } from "../../layers/chainProbe.js"
 import { Networks } from "../../layers/Networks.js"
 import { caip2Of } from "../../layers/x402/v2.js"
 import { DatabaseInfo } from "../../layers/Pg.js"
+import { atRiskCount, channelSummary } from "../../services/channels/AtRisk.js"
+import { ChannelReconciliation, confirmedDrift } from "../../services/treasury/ChannelReconciliation.js"
 import { GasWatch } from "../../services/treasury/GasWatch.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
 import { Unavailable } from "../domain/Errors.js"
@@ -20,6 +22,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
     const database = yield* DatabaseInfo
     const reconciliation = yield* Reconciliation
     const gasWatch = yield* GasWatch
+    const channelChecks = yield* ChannelReconciliation
     const startedAt = yield* Clock.currentTimeMillis
     const probeChain = yield* makeChainProbe(chain)
     const networks = yield* Networks
@@ -36,6 +39,39 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
         onNone: () => ({}),
         onSome: (l) => ({ treasury: { drift: l.drift.toString(), block: l.blockNumber.toString(), checkedAt: l.checkedAt.toISOString(), confirmed: l.confirmed } })
       })
+    /** Channels at risk and their reconciliation: bounded like the treasury's status, left out when they do not answer. */
+    const channelsNow = Effect.all([channelSummary(sql, { allStatuses: false }), channelChecks.status]).pipe(
+      Effect.disconnect,
+      Effect.timeout("500 millis"),
+      Effect.map(([summary, checks]) =>
+        summary.any
+          ? Option.some({
+            bad: atRiskCount(summary) > 0 || checks.some(confirmedDrift),
+            view: {
+              channels: {
+                byStatus: summary.byStatus.map((b) => ({ status: b.status, count: b.n })),
+                unclaimed: summary.unclaimed.toString(),
+                atRisk: atRiskCount(summary),
+                withdrawingUnclaimed: summary.withdrawingUnclaimed,
+                claimFailed: summary.claimFailed,
+                atRiskAmount: summary.atRiskAmount.toString(),
+                reconciliation: checks.map((c) => ({
+                  network: c.network,
+                  block: c.blockNumber.toString(),
+                  receivableDrift: c.receivableDrift.toString(),
+                  channelsDrifted: c.channelsDrifted,
+                  pendingDrift: c.pendingDrift.toString(),
+                  claimsInFlight: c.claimsInFlight.toString(),
+                  confirmed: c.confirmed,
+                  checkedAt: c.checkedAt.toISOString()
+                }))
+              }
+            }
+          })
+          : Option.none()
+      ),
+      Effect.catchAllCause(() => Effect.succeed(Option.none()))
+    )
     const down = (what: string) => () =>
       new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `${what} is not reachable`, details: { component: what } })
     return handlers.handle("health", () =>
@@ -76,8 +112,10 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
               }
             }
           }), { concurrency: "unbounded" })
+        const channels = yield* channelsNow
+        const channelsBad = Option.isSome(channels) && channels.value.bad
         return respond({
-          status: drifted || gasLow || probe._tag === "Degraded" || second.some((n) => n.bad) ? ("degraded" as const) : ("ok" as const),
+          status: drifted || gasLow || channelsBad || probe._tag === "Degraded" || second.some((n) => n.bad) ? ("degraded" as const) : ("ok" as const),
           mode: chain.mode,
           database: database.mode,
           chain: {
@@ -116,6 +154,7 @@ export const HealthHttpLive = HttpApiBuilder.group(Api, "health", (handlers) =>
               gas: { balanceWei: g.balanceWei.toString(), transactionsLeft: g.transactionsLeft.toString(), low: g.low, checkedAt: new Date(g.checkedAt).toISOString() }
             })
           }),
+          ...Option.match(channels, { onNone: () => ({}), onSome: (c) => c.view }),
           uptimeSeconds: Math.floor((now - startedAt) / 1000)
         })
       }))

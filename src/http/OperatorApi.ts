@@ -44,6 +44,40 @@ const ReconciliationView = Schema.Struct({
   checkedAt: Schema.String
 })
 
+const DriftedChannelView = Schema.Struct({
+  channelId: Schema.String,
+  balance: Schema.String,
+  chainBalance: Schema.String,
+  claimedCumulative: Schema.String,
+  chainTotalClaimed: Schema.String
+})
+
+/**
+ * One network's channel check (micro-USDC). receivable: the ledger's channel_receivable against Σ(charged − settled)
+ * over every channel (one account for all networks); channels: each live row against the contract's channels(id),
+ * `claimsInFlight` what our claims built and not yet on chain add up to; pending: the contract's claimed-unsettled pool
+ * for our treasury against Σ(claimed − settled) less claims in flight. Drifts are chain (or ledger) minus rows.
+ */
+export const ChannelReconciliationView = Schema.Struct({
+  network: Schema.String,
+  block: Schema.String,
+  ledgerReceivable: Schema.String,
+  rowsReceivable: Schema.String,
+  receivableDrift: Schema.String,
+  channelsChecked: Schema.Number,
+  channelsDrifted: Schema.Number,
+  balanceDrift: Schema.String,
+  claimedDrift: Schema.String,
+  claimsInFlight: Schema.String,
+  chainPending: Schema.String,
+  rowsPending: Schema.String,
+  pendingDrift: Schema.String,
+  drifted: Schema.Array(DriftedChannelView),
+  /** Stored checks only: the disagreement held at a later check. */
+  confirmed: Schema.optional(Schema.Boolean),
+  checkedAt: Schema.String
+}).annotations({ identifier: "ChannelReconciliation" })
+
 export const TreasuryReconciliation = Schema.Struct({
   /**
    * Compared now, at the latest block. `drift` is chain − (ledger + in flight): payments the chain settled by the block
@@ -52,7 +86,9 @@ export const TreasuryReconciliation = Schema.Struct({
    */
   current: Schema.extend(ReconciliationView, Schema.Struct({ inFlightIncoming: Schema.String, inFlightOutgoing: Schema.String })),
   /** The worker's last stored check; `confirmed` when the same block still disagreed after in-flight bookings landed. */
-  lastCheck: Schema.NullOr(Schema.extend(ReconciliationView, Schema.Struct({ confirmed: Schema.Boolean })))
+  lastCheck: Schema.NullOr(Schema.extend(ReconciliationView, Schema.Struct({ confirmed: Schema.Boolean }))),
+  /** Batch-settlement channels, per network with channels: checked now, and the worker's last stored check of each. */
+  channels: Schema.Struct({ current: Schema.Array(ChannelReconciliationView), lastChecks: Schema.Array(ChannelReconciliationView) })
 }).annotations({ identifier: "TreasuryReconciliation" })
 
 /** A lever: X-Operator names who pulls it, the body says why; the answer is the recorded action. */
@@ -169,7 +205,7 @@ export class OperatorApi extends HttpApiGroup.make("operator")
     HttpApiEndpoint.get("treasuryReconciliation", "/treasury/reconciliation")
       .addSuccess(ok(TreasuryReconciliation))
       .addError(UnavailableResponse)
-      .annotate(OpenApi.Summary, "Compare the ledger's treasury with the treasury's USDC on chain (amounts in micro-USDC)")
+      .annotate(OpenApi.Summary, "Compare the ledger's treasury with the treasury's USDC on chain, and the channels' rows with the ledger and the channel contract (amounts in micro-USDC)")
   )
   .middleware(OperatorAuth)
   .prefix("/api/v1/operator") {}

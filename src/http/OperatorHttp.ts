@@ -12,6 +12,8 @@ import { OperatorStats } from "../../services/operator/Stats.js"
 import { OperatorTransactions } from "../../services/operator/Transactions.js"
 import { TokenThrottle } from "../../services/operator/TokenThrottle.js"
 import { Reconciliation } from "../../services/treasury/Reconciliation.js"
+import { ChannelReconciliation } from "../../services/treasury/ChannelReconciliation.js"
+import { currentView, storedView } from "../../services/treasury/channelReconciliationView.js"
 import { NotFound, RateLimited, Unauthorized, Unavailable } from "../domain/Errors.js"
 import { OPERATOR_PAGE_DEFAULT } from "../domain/Operator.js"
 import { Api } from "./Api.js"
@@ -59,6 +61,7 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
   Effect.gen(function* () {
     const agents = yield* Agents
     const reconciliation = yield* Reconciliation
+    const channelChecks = yield* ChannelReconciliation
     const inspection = yield* Inspection
     const levers = yield* Levers
     const decisions = yield* Decisions
@@ -112,8 +115,13 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
           const current = yield* reconciliation.check().pipe(
             Effect.mapError((e) => new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `the chain did not answer: ${e.message}` }))
           )
+          const channelsNow = yield* channelChecks.check.pipe(
+            Effect.mapError((e) => new Unavailable({ code: "SERVICE_UNAVAILABLE", message: `the chain did not answer: ${e.message}` }))
+          )
+          const channelsLast = yield* channelChecks.status
           const last = yield* reconciliation.status
-          const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+          const at = new Date(yield* Clock.currentTimeMillis)
+          const now = at.toISOString()
           return respond({
             current: {
               block: current.block.toString(),
@@ -134,7 +142,8 @@ export const OperatorHttpLive = HttpApiBuilder.group(Api, "operator", (handlers)
                 checkedAt: l.checkedAt.toISOString(),
                 confirmed: l.confirmed
               })
-            })
+            }),
+            channels: { current: channelsNow.map((c) => currentView(c, at)), lastChecks: channelsLast.map(storedView) }
           })
         }))
   })).pipe(Layer.provide(OperatorAuthLive))

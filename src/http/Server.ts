@@ -41,6 +41,7 @@ import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { METRICS_PATH, MetricsRouteLive } from "./Metrics.js"
 import { DisputesHttpLive, OperatorDisputesHttpLive } from "./DisputesHttp.js"
+import { OperatorChannelsHttpLive } from "./OperatorChannelsHttp.js"
 import { OperatorHttpLive } from "./OperatorHttp.js"
 import { WebhooksHttpLive } from "./WebhooksHttp.js"
 import { PaymentsHttpLive, PlatformHttpLive } from "./PaymentsHttp.js"
@@ -205,7 +206,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive, X402DiscoveryHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, OperatorChannelsHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive, X402DiscoveryHttpLive])
 )
 
 /**

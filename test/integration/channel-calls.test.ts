@@ -3,13 +3,15 @@
 // ledger's channel receivable agree), nothing goes on chain per call; a stale or replayed voucher, a foreign channel
 // config and a failed call are refused or given back as the scheme describes.
 import { expect, layer } from "@effect/vitest"
-import { signVoucher } from "@x402/evm/batch-settlement/client"
+import { decodePaymentRequiredHeader } from "@x402/core/http"
+import { computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect } from "effect"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { fakeAgent } from "../support/agents.js"
-import { devAccount, publicClient, strangerAccount, TREASURY, walletFor } from "../support/clients.js"
-import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf } from "../support/channelOpen.js"
+import type { PrivateKeyAccount } from "viem/accounts"
+import { devAccount, publicClient, TREASURY } from "../support/clients.js"
+import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type TestChannelConfig } from "../support/channelOpen.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { registerAgent } from "../support/scenario.js"
 
@@ -23,6 +25,32 @@ const channelRow = (id: string) =>
     sql<{ chargedCumulative: string; status: string }>`SELECT charged_cumulative::text, status FROM channels WHERE id = ${id}`.pipe(Effect.map((r) => r[0]), Effect.orDie))
 const receivable = Effect.flatMap(TestEnv, ({ sql }) =>
   sql<{ balance: string }>`SELECT COALESCE(sum(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = 'channel_receivable'`.pipe(Effect.map((r) => BigInt(r[0]!.balance)), Effect.orDie))
+
+/** The challenge's batch-settlement offer, as a payer's client reads it from PAYMENT-REQUIRED. */
+const channelOffer = (baseUrl: string, agentId: string) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, "offer") })
+    const required = decodePaymentRequiredHeader(response.headers.get("PAYMENT-REQUIRED")!)
+    return required.accepts.find((a) => a.scheme === "batch-settlement")!
+  })
+
+/** One voucher-paid call sent by hand: the payer's voucher over `maxClaimable` on the channel of `config`. */
+const voucherCall = (baseUrl: string, agentId: string, text: string, p: { payer: PrivateKeyAccount; config: TestChannelConfig; maxClaimable: bigint; accepted: unknown; header?: string }) =>
+  Effect.promise(async () => {
+    const header = p.header ?? encodeHeaderJson({
+      x402Version: 2,
+      accepted: p.accepted,
+      payload: { type: "voucher", channelConfig: p.config, voucher: await signVoucher(p.payer, computeChannelId(p.config, NETWORK), p.maxClaimable.toString(), NETWORK) }
+    })
+    const response = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json", "PAYMENT-SIGNATURE": header }, body: body(agentId, text) })
+    const json = (await response.json()) as { data?: { requestId: string; status: string }; error?: { code: string; details: Record<string, unknown> } }
+    const required = response.headers.get("PAYMENT-REQUIRED")
+    return { status: response.status, json, header, required: required === null ? undefined : decodePaymentRequiredHeader(required), response: response.headers.get("PAYMENT-RESPONSE") }
+  })
+
+const chargesOf = (channelId: string) =>
+  Effect.flatMap(TestEnv, ({ sql }) =>
+    sql<{ status: string; amount: string }>`SELECT status, amount::text FROM channel_charges WHERE channel_id = ${channelId} ORDER BY created_at`.pipe(Effect.orDie))
 
 layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by channel voucher", (it) => {
   it.scoped("the official client pays three calls by voucher: charged once each, no transaction per call", () =>
@@ -48,11 +76,81 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       expect(yield* receivable).toBe(3n * PRICE)
       expect(yield* Effect.promise(() => publicClient().getTransactionCount({ address: TREASURY }))).toBe(treasuryNonce)
     }))
-})
 
-void signVoucher
-void encodeHeaderJson
-void channelConfigOf
-void NETWORK
-void strangerAccount
-void walletFor
+
+  it.scoped("a stale voucher gets the corrective 402 with our state; a re-sent header answers its own call, charged once", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(4), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`stale ${Date.now()}`)
+      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const accepted = yield* channelOffer(baseUrl, agentId)
+      expect(accepted).toMatchObject({ payTo: TREASURY, amount: PRICE.toString(), extra: { receiverAuthorizer: TREASURY, withdrawDelay: 86_400, assetTransferMethod: "eip3009" } })
+
+      const first = yield* voucherCall(baseUrl, agentId, "first", { payer, config, maxClaimable: PRICE, accepted })
+      expect(first.status).toBe(200)
+      // The same header again (a client that lost the answer): the same call, nothing charged again.
+      const again = yield* voucherCall(baseUrl, agentId, "first", { payer, config, maxClaimable: PRICE, accepted, header: first.header })
+      expect(again.status).toBe(200)
+      expect(again.json.data?.requestId).toBe(first.json.data?.requestId)
+      // A voucher over the old cumulative for another call: the corrective 402, naming our charged total and voucher.
+      const stale = yield* voucherCall(baseUrl, agentId, "second", { payer, config, maxClaimable: PRICE, accepted })
+      expect(stale.status).toBe(402)
+      expect(stale.required?.error).toBe("invalid_batch_settlement_evm_cumulative_amount_mismatch")
+      const offer = stale.required?.accepts.find((a) => a.scheme === "batch-settlement")
+      expect(offer?.extra).toMatchObject({ channelState: { channelId, chargedCumulativeAmount: PRICE.toString() }, voucherState: { signedMaxClaimable: PRICE.toString() } })
+      // Signed over our total, it pays.
+      const second = yield* voucherCall(baseUrl, agentId, "second", { payer, config, maxClaimable: 2n * PRICE, accepted })
+      expect(second.status).toBe(200)
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: (2n * PRICE).toString(), status: "open" })
+      expect(yield* chargesOf(channelId)).toEqual([{ status: "kept", amount: PRICE.toString() }, { status: "kept", amount: PRICE.toString() }])
+    }))
+
+  it.scoped("a foreign channel config, a voucher above the balance and an unknown channel are refused, nothing charged", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(5), agent.url)
+      const payer = devAccount(3)
+      const accepted = yield* channelOffer(baseUrl, agentId)
+      const stranger = devAccount(6).address
+      for (const [overrides, reason] of [[{ receiver: stranger }, "invalid_batch_settlement_evm_receiver_mismatch"], [{ receiverAuthorizer: stranger }, "invalid_batch_settlement_evm_receiver_authorizer_mismatch"]] as const) {
+        const refused = yield* voucherCall(baseUrl, agentId, "foreign", { payer, config: channelConfigOf(payer, saltOf("foreign"), overrides), maxClaimable: PRICE, accepted })
+        expect(refused.status).toBe(402)
+        expect(refused.json.error?.details["reason"]).toBe(reason)
+      }
+      const unknown = yield* voucherCall(baseUrl, agentId, "unknown", { payer, config: channelConfigOf(payer, saltOf(`never opened ${Date.now()}`)), maxClaimable: PRICE, accepted })
+      expect(unknown.json.error?.details["reason"]).toBe("invalid_batch_settlement_evm_channel_not_found")
+
+      const salt = saltOf(`small ${Date.now()}`)
+      const { config, channelId } = yield* openTestChannel(sql, payer, PRICE + 5_000n, salt)
+      expect((yield* voucherCall(baseUrl, agentId, "fits", { payer, config, maxClaimable: PRICE, accepted })).status).toBe(200)
+      const over = yield* voucherCall(baseUrl, agentId, "over", { payer, config, maxClaimable: 2n * PRICE, accepted })
+      expect(over.status).toBe(402)
+      expect(over.json.error?.details["reason"]).toBe("invalid_batch_settlement_evm_cumulative_exceeds_balance")
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: PRICE.toString(), status: "open" })
+    }))
+
+  it.scoped("a failed call costs nothing: its charge goes back to the channel before any claim, and the next voucher builds on the old total", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent({ kind: "json", status: 500, body: { error: "model crashed" } })
+      const agentId = yield* registerAgent(devAccount(8), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`failed ${Date.now()}`)
+      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const accepted = yield* channelOffer(baseUrl, agentId)
+      const before = yield* receivable
+      const failed = yield* voucherCall(baseUrl, agentId, "fails", { payer, config, maxClaimable: PRICE, accepted })
+      expect(failed.status).toBe(502)
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: "0", status: "open" })
+      expect(yield* chargesOf(channelId)).toEqual([{ status: "returned", amount: PRICE.toString() }])
+      expect(yield* receivable).toBe(before)
+      agent.setBehaviour("echo")
+      const next = yield* voucherCall(baseUrl, agentId, "works", { payer, config, maxClaimable: PRICE, accepted })
+      expect(next.status).toBe(200)
+      expect(decodePaymentResponseHeader(next.response!)).toMatchObject({ extra: { chargedAmount: PRICE.toString() } })
+    }))
+})
