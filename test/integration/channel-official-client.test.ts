@@ -98,7 +98,7 @@ layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-sett
 
         const refunded = yield* Effect.promise(async () => {
           // #region docs:channel-refund
-          const refunded = await payerClient.scheme.refund(`${baseUrl}/api/v1/channels/refund?agentId=${agentId}&capability=echo`)
+          const refunded = await payerClient.scheme.refund(`${baseUrl}/api/v1/channels/refund`)
           // #endregion
           return refunded
         })
