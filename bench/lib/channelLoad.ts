@@ -31,8 +31,9 @@ export const channelWorkers = (o: { readonly rpcUrl: string; readonly usdc: Hex;
       rpcUrl: o.rpcUrl,
       usdc: o.usdc,
       salt: `bench ${o.tag} worker ${w}`,
-      // Enough for every call of the run: no top-up inside the measured window.
-      depositCalls: Math.max(3, o.callsPerWorker + 2),
+      // Enough for three times a worker's share (the loop hands calls to whichever worker is free): no top-up deposit
+      // inside the measured window.
+      depositCalls: Math.max(3, 3 * o.callsPerWorker + 10),
       fetch: counting
     }))
   return { clients, sentTypes: () => ({ ...types }), httpRequests: () => requests }
