@@ -26,6 +26,7 @@ import { SpendingLimits } from "../services/limits/SpendingLimits.js"
 import { Credits } from "../services/remainders/Credits.js"
 import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
+import { ChannelMachine } from "../services/channels/channelSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
@@ -121,7 +122,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = withTransitionMetrics(MachineRunnersLive).pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default).pipe(Layer.provide(ChainBudgetReturnsLive)))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default, ChannelMachine.Default).pipe(Layer.provide(ChainBudgetReturnsLive)))
 )
 
 /**

@@ -117,6 +117,23 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
           NULL AS lever, NULL AS lever_target
         FROM (SELECT DISTINCT ON (network) * FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t
         WHERE t.confirmed AND t.drift <> 0`
+    case "channel_claim_failed":
+      // What the payer's vouchers let us charge is only a receivable until a claim lands: failed claims put it at risk.
+      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id,
+          greatest(t.charged_cumulative - t.claimed_on_chain - t.written_off, 0)::text AS amount, t.updated_at AS since,
+          format('claim of channel %s (payer %s on %s) failed: %s', t.id, t.payer, t.network,
+            coalesce(t.machine_snapshot->'context'->>'lastError', 'no reason recorded')) AS cause,
+          NULL AS lever, NULL AS lever_target
+        FROM channels t WHERE t.status = 'claimFailed'`
+    case "channel_withdrawing":
+      // The payer's withdrawal clock runs: what is charged and not claimed on chain by finalizable_at is lost.
+      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id,
+          greatest(t.charged_cumulative - t.claimed_on_chain - t.written_off, 0)::text AS amount, t.updated_at AS since,
+          format('payer %s is withdrawing channel %s on %s; it can finalize at %s%s', t.payer, t.id, t.network,
+            coalesce(to_char(t.finalizable_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"'), 'an unknown time'),
+            CASE WHEN t.charged_cumulative > t.claimed_on_chain THEN '; charges are not claimed on chain yet' ELSE '; everything charged is claimed' END) AS cause,
+          NULL AS lever, NULL AS lever_target
+        FROM channels t WHERE t.status = 'withdrawing'`
   }
 }
 
@@ -135,7 +152,9 @@ export const zeros = (): { [K in AttentionKind]: number } => ({
   webhook_switched_off: 0,
   delivery_dead: 0,
   circuit_open: 0,
-  reconciliation_drift: 0
+  reconciliation_drift: 0,
+  channel_claim_failed: 0,
+  channel_withdrawing: 0
 })
 
 /** The number of stuck or failing actors per kind at `now`: exactly what the console lists (every kind, zeros included). */

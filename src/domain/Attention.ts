@@ -15,7 +15,9 @@ export const ATTENTION_KINDS = [
   "webhook_switched_off",
   "delivery_dead",
   "circuit_open",
-  "reconciliation_drift"
+  "reconciliation_drift",
+  "channel_claim_failed",
+  "channel_withdrawing"
 ] as const
 export type AttentionKind = (typeof ATTENTION_KINDS)[number]
 

@@ -53,7 +53,7 @@ describe("needs attention", () => {
     const counts = countByKind(items)
     expect(counts.refund_unconfirmed).toBe(1)
     expect(counts.delivery_dead).toBe(0)
-    expect(Object.keys(counts)).toHaveLength(13)
+    expect(Object.keys(counts)).toHaveLength(15)
     expect(counts.payment_held).toBe(0)
   })
 })

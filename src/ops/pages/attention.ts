@@ -17,7 +17,9 @@ export const KIND_LABELS: { readonly [K in AttentionKind]: string } = {
   webhook_switched_off: "Webhook switched off",
   delivery_dead: "Delivery dead-lettered",
   circuit_open: "Circuit open",
-  reconciliation_drift: "Reconciliation drift"
+  reconciliation_drift: "Reconciliation drift",
+  channel_claim_failed: "Channel claim failed",
+  channel_withdrawing: "Channel withdrawal: claim before it finalizes"
 }
 
 const subject = (item: AttentionItem): Html | string =>
