@@ -27,6 +27,7 @@ import { Credits } from "../services/remainders/Credits.js"
 import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { ChannelMachine } from "../services/channels/channelSpec.js"
+import { Deposits } from "../services/channels/Deposits.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
@@ -150,6 +151,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         SpendingLimits.Default,
         Credits.Default,
         Remainders.Default,
+        Deposits.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,
