@@ -10,6 +10,7 @@ import { devnetChain } from "../../layers/devnet/accounts.js"
 import { batchSettlementAddress, depositCalldata } from "../../layers/x402/batchSettlement/contract.js"
 import { Deposits } from "../../services/channels/Deposits.js"
 import { makeChannelsRepo } from "../../services/channels/Repo.js"
+import { Search } from "../../services/operator/Search.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { channelConfig, devnetTerms, onChain, signedDeposit } from "../support/channelDeposits.js"
@@ -49,6 +50,11 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("channel deposits", (it) => {
       expect(yield* ledgerEntries).toBe(entriesBefore)
       const history = yield* (yield* TestEnv).sql<{ toState: string }>`SELECT to_state FROM machine_transitions WHERE machine = 'channel' AND actor_id = ${opened.id} ORDER BY id`
       expect(history.map((h) => h.toState)).toEqual(["open", "open"])
+      // The operator finds the channel by its id, its payer or a deposit's nonce, on the channel machine's page.
+      const search = yield* Search
+      for (const q of [first.channelId, payer.address, topUp.authorization.nonce]) {
+        expect((yield* search.find(q)).filter((h) => h.page === "channel").map((h) => h.id)).toEqual([opened.id])
+      }
     }))
 
   it.scoped("the same deposit sent twice at once, and again later, is sent and deposited once", () =>
