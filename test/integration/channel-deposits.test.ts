@@ -107,6 +107,24 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("channel deposits", (it) => {
     }))
 })
 
+layer(TestApp({ BACKGROUND_WORKERS: "false" }))("deposits into a channel that takes none", (it) => {
+  it.scoped("a top-up of a channel whose payer started a withdrawal is refused before anything is sent: nothing could be charged against it", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const terms = yield* devnetTerms
+      const deposits = yield* Deposits
+      const payer = devAccount(4)
+      const config = channelConfig(terms, payer, "withdrawing")
+      const opened = yield* deposits.deposit(yield* signedDeposit(terms, payer, config, 200_000n))
+      yield* (yield* MachineHost).deliverNow("channel", opened.id, { type: "WITHDRAW_INITIATED", at: Date.now(), finalizableAt: Date.now() + 900_000 })
+      const txsBefore = (yield* depositTxs).length
+      const refusal = yield* Effect.flip(deposits.deposit(yield* signedDeposit(terms, payer, config, 100_000n)))
+      expect(refusal).toMatchObject({ _tag: "DepositRefused", reason: "invalid_batch_settlement_evm_deposit_payload", details: { status: "withdrawing" } })
+      expect((yield* depositTxs).length).toBe(txsBefore)
+      expect((yield* onChain(terms, opened.id as `0x${string}`)).balance).toBe(200_000n)
+    }))
+})
+
 /** Dies right after each deposit's bytes were broadcast: the process "crashes" before it reads the receipt. */
 let crashes = 0
 const crashed = () => crashes > 0
