@@ -58,8 +58,13 @@ export class Deposits extends Effect.Service<Deposits>()("channels/Deposits", {
         yield* sql.withTransaction(Effect.gen(function* () {
           yield* writers.on(chain.network).recordIn(txId, outcome)
           if (mined !== undefined && balance !== undefined) {
-            if (yield* deposits.settle(deposit.nonce, { status: "included" })) {
-              yield* host.deliver("channel", deposit.channelId, { type: "DEPOSIT_INCLUDED", at, txHash: mined.transactionHash, balance: balance.toString() })
+            if (!(yield* deposits.settle(deposit.nonce, { status: "included" }))) return
+            const included = { type: "DEPOSIT_INCLUDED", at, txHash: mined.transactionHash, balance: balance.toString() } as const
+            const delivered = yield* host.deliver("channel", deposit.channelId, included)
+            // Two first deposits raced and the other one failed first: this one's money is in the channel, so it opens.
+            if (Option.isSome(delivered) && !delivered.value.changed && delivered.value.state === "depositFailed") {
+              yield* deposits.revive(deposit.channelId, startMachine(channelMachine, {}).persisted)
+              yield* host.deliver("channel", deposit.channelId, included)
             }
             return
           }

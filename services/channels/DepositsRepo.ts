@@ -61,6 +61,11 @@ export class DepositsRepo extends Effect.Service<DepositsRepo>()("channels/Depos
         (r) => r.length > 0
       )
 
-    return { find, insert, settle, openOrRevive } as const
+    /** A channel whose first deposit failed while another deposit of it was included: it starts again (depositPending). */
+    const revive = (channelId: string, snapshot: unknown) =>
+      sql`UPDATE channels SET status = 'depositPending', machine_snapshot = ${JSON.stringify(snapshot)}::jsonb, updated_at = now()
+          WHERE id = ${channelId} AND status = 'depositFailed'`.pipe(Effect.asVoid)
+
+    return { find, insert, settle, openOrRevive, revive } as const
   })
 }) {}

@@ -8,6 +8,7 @@ import { createWalletClient, http } from "viem"
 import { generatePrivateKey, privateKeyToAccount } from "viem/accounts"
 import { devnetChain } from "../../layers/devnet/accounts.js"
 import { batchSettlementAddress, depositCalldata } from "../../layers/x402/batchSettlement/contract.js"
+import { MachineHost } from "../../machines/Host.js"
 import { Deposits } from "../../services/channels/Deposits.js"
 import { makeChannelsRepo } from "../../services/channels/Repo.js"
 import { Search } from "../../services/operator/Search.js"
@@ -106,13 +107,32 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("channel deposits", (it) => {
     }))
 })
 
-/** Dies once right after the first deposit's bytes were broadcast: the process "crashes" before it reads the receipt. */
-let crashed = false
+layer(TestApp({ BACKGROUND_WORKERS: "false" }))("deposits into a channel that takes none", (it) => {
+  it.scoped("a top-up of a channel whose payer started a withdrawal is refused before anything is sent: nothing could be charged against it", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const terms = yield* devnetTerms
+      const deposits = yield* Deposits
+      const payer = devAccount(4)
+      const config = channelConfig(terms, payer, "withdrawing")
+      const opened = yield* deposits.deposit(yield* signedDeposit(terms, payer, config, 200_000n))
+      yield* (yield* MachineHost).deliverNow("channel", opened.id, { type: "WITHDRAW_INITIATED", at: Date.now(), finalizableAt: Date.now() + 900_000 })
+      const txsBefore = (yield* depositTxs).length
+      const refusal = yield* Effect.flip(deposits.deposit(yield* signedDeposit(terms, payer, config, 100_000n)))
+      expect(refusal).toMatchObject({ _tag: "DepositRefused", reason: "invalid_batch_settlement_evm_deposit_payload", details: { status: "withdrawing" } })
+      expect((yield* depositTxs).length).toBe(txsBefore)
+      expect((yield* onChain(terms, opened.id as `0x${string}`)).balance).toBe(200_000n)
+    }))
+})
+
+/** Dies right after each deposit's bytes were broadcast: the process "crashes" before it reads the receipt. */
+let crashes = 0
+const crashed = () => crashes > 0
 layer(
   TestApp({ BACKGROUND_WORKERS: "false" }, {
     faults: {
       afterBroadcast: (tx) =>
-        tx.purpose === "channel_deposit" && !crashed ? Effect.sync(() => (crashed = true)).pipe(Effect.zipRight(Effect.die("crash after broadcast"))) : Effect.void
+        tx.purpose === "channel_deposit" ? Effect.sync(() => crashes++).pipe(Effect.zipRight(Effect.die("crash after broadcast"))) : Effect.void
     }
   })
 )("a crash after a deposit is sent", (it) => {
@@ -125,7 +145,7 @@ layer(
       const input = yield* signedDeposit(terms, payer, channelConfig(terms, payer, "crash"), 400_000n)
       const id = input.channelId.toLowerCase()
       yield* deposits.deposit(input).pipe(Effect.catchAllDefect(() => Effect.void), Effect.ignore)
-      expect(crashed).toBe(true)
+      expect(crashed()).toBe(true)
       expect(Option.getOrThrow(yield* (yield* repo).find(id)).status).toBe("depositPending")
 
       // The lease runs out; the worker reads the receipt of the stored transaction and delivers the inclusion.
@@ -139,5 +159,21 @@ layer(
       expect(resent).toMatchObject({ status: "open", balance: 400_000n })
       expect((yield* depositTxs).filter((t) => t.subjectId === input.authorization.nonce.toLowerCase())).toHaveLength(1)
       expect((yield* onChain(terms, input.channelId)).balance).toBe(400_000n)
+    }))
+  it.scoped("a deposit included after another first deposit of the channel failed opens the channel all the same", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const terms = yield* devnetTerms
+      const deposits = yield* Deposits
+      const payer = devAccount(5)
+      const input = yield* signedDeposit(terms, payer, channelConfig(terms, payer, "raced"), 250_000n)
+      const id = input.channelId.toLowerCase()
+      yield* deposits.deposit(input).pipe(Effect.catchAllDefect(() => Effect.void), Effect.ignore)
+      // Another first deposit of this channel reverted and was booked first: the channel ended in depositFailed.
+      const failed = yield* (yield* MachineHost).deliverNow("channel", id, { type: "DEPOSIT_FAILED", at: Date.now(), reason: "the other deposit reverted" })
+      expect(Option.getOrThrow(failed).state).toBe("depositFailed")
+      yield* TestClock.adjust(31_000)
+      yield* (yield* TreasuryWorker).processDue
+      expect(Option.getOrThrow(yield* (yield* repo).find(id))).toMatchObject({ status: "open", balance: 250_000n })
     }))
 })
