@@ -101,7 +101,16 @@ export class ChannelRefunds extends Effect.Service<ChannelRefunds>()("channels/R
           try: () => t.chain.publicClient.readContract({ address: contract, abi: batchSettlementAbi, functionName: "refundNonce", args: [id as Hex] }),
           catch: chainError("reading the refund nonce")
         })
+        const state = yield* Effect.tryPromise({
+          try: () => t.chain.publicClient.readContract({ address: contract, abi: batchSettlementAbi, functionName: "channels", args: [id as Hex] }),
+          catch: chainError("reading the channel")
+        })
         const line = claimLineOf(row)
+        const claimedAfter = row.claimedCumulative > state[1] ? row.claimedCumulative : state[1]
+        if (state[0] <= claimedAfter) {
+          yield* repo.release(id)
+          return yield* new ChannelRefundError({ reason: "refused", message: "nothing in the channel is left to refund: everything in it is claimed" })
+        }
         const claim = row.claimedCumulative > row.claimedOnChain
           ? { line, signature: yield* Effect.tryPromise({ try: () => signClaimBatch(t.authorizer, t.chainId, [line]), catch: chainError("signing the claim") }) }
           : undefined

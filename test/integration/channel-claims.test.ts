@@ -125,9 +125,35 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect({ status: r.status, claimedOnChain: r.claimedOnChain, writtenOff: r.writtenOff }).toEqual({ status: "drained", claimedOnChain: 2_500n, writtenOff: 0n })
       const [refundTx] = yield* txsOf("channel_refund")
       expect(refundTx?.txHash).toBe(result.txHash)
-      // A second refund finds nothing left to give back: the contract refuses nothing, but nothing is sent either.
-      const again = yield* Effect.either(refunds.refund(ch.id, undefined))
-      expect(again._tag === "Right" ? again.right.refunded : 0n).toBe(0n)
+      // A second refund finds nothing left to give back: refused, and no transaction is sent.
+      const again = yield* Effect.flip(refunds.refund(ch.id, undefined))
+      expect(again).toMatchObject({ _tag: "ChannelRefundError", reason: "refused" })
+      expect(yield* txsOf("channel_refund")).toHaveLength(1)
+    }))
+
+  it.effect("a channel whose voucher the contract refuses is left out (claim failed, tried again later) and the others are claimed in one transaction", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const c = yield* OwnChannelChain
+      const { sql } = yield* TestEnv
+      const claims = yield* ChannelClaims
+      const t = yield* terms
+      const good = [yield* openChannel("refuse-a", 9_000n), yield* openChannel("refuse-b", 9_000n)]
+      const bad = yield* openChannel("refuse-c", 9_000n)
+      for (const ch of [...good, bad]) yield* charge(ch, `req_${ch.id.slice(2, 10)}`, 1_500n)
+      // The stored voucher of one channel is not its payer's (signed by another key): the contract would revert the batch.
+      const forged = yield* Effect.promise(() => c.claimRow(bad.config, 1_500n, 1_500n, c.relayer))
+      yield* sql`UPDATE channels SET voucher_signature = ${forged.signature.toLowerCase()} WHERE id = ${bad.id}`
+      const before = (yield* txsOf("channel_claim")).length
+      expect(yield* claims.claimOn(t, true)).toBe(2)
+      expect((yield* txsOf("channel_claim")).length).toBe(before + 1)
+      for (const ch of good) expect((yield* onChain(ch.id)).totalClaimed).toBe(1_500n)
+      expect((yield* onChain(bad.id)).totalClaimed).toBe(0n)
+      const refused = yield* row(bad.id)
+      expect(refused.status).toBe("claimFailed")
+      // Not again before the interval: its take stays, the next claim after the back-off carries it.
+      expect(yield* claims.claimOn(t, true)).toBe(0)
+      expect(refused.claimedCumulative).toBe(1_500n)
     }))
 
   it.effect("a claim a reorg takes out before it is final is sent again from its stored bytes and included again", () =>
