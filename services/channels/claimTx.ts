@@ -35,10 +35,13 @@ export const batchSettlementAbi = parseAbi([
   "error TransferFailed()"
 ])
 
-/** The most channels one claim transaction carries (gas: about 45k per channel whose totalClaimed rises). */
+/** The most channels one claim transaction carries (about 5.4M gas at 26k per channel: a fraction of a block). */
 export const CLAIM_BATCH_MAX = 200
-/** Gas of a claim transaction of `n` channels: measured ≈ 40k per channel on anvil, with room for a cold receiver. */
-export const claimGas = (n: number): bigint => 120_000n + 60_000n * BigInt(n)
+/**
+ * Gas of a claim transaction of `n` channels: measured 3.41M for 130 first claims on anvil (≈ 26k per channel, a
+ * zero totalClaimed slot written), with half as much again of room.
+ */
+export const claimGas = (n: number): bigint => 120_000n + 40_000n * BigInt(n)
 export const SETTLE_GAS = 120_000n
 export const REFUND_GAS = 260_000n
 
