@@ -135,6 +135,25 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect(yield* txsOf("channel_refund")).toHaveLength(1)
     }))
 
+  it.effect("a channel whose unclaimed charges reach the threshold is claimed without waiting for the schedule; one below it waits", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const claims = yield* ChannelClaims
+      const t = yield* terms
+      const claimAt = (yield* ChannelTerms).claimAt
+      const below = yield* openChannel("threshold-below", claimAt * 2n)
+      const at = yield* openChannel("threshold-at", claimAt * 2n)
+      yield* charge(below, "req_t_below", claimAt - 1n)
+      yield* charge(at, "req_t_at_1", claimAt - 1n)
+      yield* charge(at, "req_t_at_2", 1n)
+      expect(yield* claims.claimOn(t, false)).toBe(1)
+      expect((yield* onChain(at.id)).totalClaimed).toBe(claimAt)
+      expect((yield* onChain(below.id)).totalClaimed).toBe(0n)
+      // The schedule takes the rest.
+      expect(yield* claims.claimOn(t, true)).toBe(1)
+      expect((yield* onChain(below.id)).totalClaimed).toBe(claimAt - 1n)
+    }))
+
   it.effect("a channel whose voucher the contract refuses is left out (claim failed, tried again later) and the others are claimed in one transaction", () =>
     Effect.gen(function* () {
       yield* realNow
