@@ -179,6 +179,34 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect(refused.claimedCumulative).toBe(1_500n)
     }))
 
+  it.effect("a claim whose receipt comes after its sender stopped waiting is recorded by the treasury worker, once", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const c = yield* OwnChannelChain
+      const claims = yield* ChannelClaims
+      const worker = yield* TreasuryWorker
+      const t = yield* terms
+      const ch = yield* openChannel("late", 8_000n)
+      yield* charge(ch, "req_l_1", 3_000n)
+      yield* Effect.promise(() => c.testClient.setAutomine(false))
+      // Sent, not mined within the wait: the pass leaves it to the worker.
+      const sent = yield* claims.claimOn(t, true).pipe(Effect.ensuring(Effect.promise(() => c.testClient.setAutomine(true))))
+      expect(sent).toBe(1)
+      expect((yield* row(ch.id)).claimedOnChain).toBe(0n)
+      yield* Effect.promise(() => c.testClient.mine({ blocks: 1 }))
+      yield* TestClock.adjust("31 seconds")
+      yield* worker.processDue
+      const r = yield* row(ch.id)
+      expect({ claimedOnChain: r.claimedOnChain, charged: r.chargedCumulative }).toEqual({ claimedOnChain: 3_000n, charged: 3_000n })
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(3_000n)
+      // Nothing is left in flight, and a second look books nothing twice.
+      const { sql } = yield* TestEnv
+      expect(yield* sql`SELECT id FROM channels WHERE id = ${ch.id} AND claim_tx_id IS NOT NULL`).toEqual([])
+      yield* TestClock.adjust("31 seconds")
+      yield* worker.processDue
+      expect((yield* row(ch.id)).claimedOnChain).toBe(3_000n)
+    }))
+
   it.effect("a claim a reorg takes out before it is final is sent again from its stored bytes and included again", () =>
     Effect.gen(function* () {
       yield* realNow
