@@ -28,6 +28,11 @@ import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { ChannelMachine } from "../services/channels/channelSpec.js"
 import { Deposits } from "../services/channels/Deposits.js"
+import { ChannelClaims } from "../services/channels/Claims.js"
+import { ChannelClaimsWorkerLive } from "../services/channels/ClaimsWorker.js"
+import { ChannelRefunds } from "../services/channels/Refunds.js"
+import { ChannelTerms } from "../services/channels/Terms.js"
+import { WithdrawWatch } from "../services/channels/WithdrawWatch.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
@@ -105,7 +110,8 @@ const WorkersLive = Layer.unwrapEffect(
         OutcomesFoldLive,
         RateLimitPruneLive,
         UsedSignaturesPruneLive,
-        WebhooksWorkerLive
+        WebhooksWorkerLive,
+        ChannelClaimsWorkerLive
       )
       : Layer.empty)
 )
@@ -186,7 +192,11 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         AgentView.Default,
         OperatorTransactions.Default,
         TokenThrottle.Default,
-        Leases.Default
+        Leases.Default,
+        ChannelTerms.Default,
+        ChannelClaims.Default,
+        ChannelRefunds.Default,
+        WithdrawWatch.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -46,6 +46,12 @@ export interface NewChannel {
   readonly token: string
   readonly withdrawDelay: number
   readonly balance: bigint
+  /**
+   * The rest of the config a claim submits (the contract hashes the whole config into the channel id): the payer's
+   * salt and the receiver authorizer the channel names. A row without them is never claimed (migration 0049).
+   */
+  readonly salt: string | null
+  readonly receiverAuthorizer: string | null
 }
 
 /** A voucher over the channel's cumulative ceiling (its EIP-712 signature is verified before the charge). */
@@ -109,9 +115,11 @@ export const makeChannelsRepo = Effect.gen(function* () {
   const first = (r: ReadonlyArray<ChannelRow>) => Option.fromNullable(r[0])
 
   const insert = (channel: NewChannel, status: ChannelStatus, snapshot: unknown) =>
-    sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot)
+    sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, salt, receiver_authorizer,
+                          status, machine_snapshot)
         VALUES (${channel.id}, ${channel.network}, ${channel.payer}, ${channel.payerAuthorizer}, ${channel.receiver},
-                ${channel.token}, ${channel.withdrawDelay}, ${channel.balance}, ${status}, ${JSON.stringify(snapshot)}::jsonb)
+                ${channel.token}, ${channel.withdrawDelay}, ${channel.balance}, ${channel.salt?.toLowerCase() ?? null},
+                ${channel.receiverAuthorizer?.toLowerCase() ?? null}, ${status}, ${JSON.stringify(snapshot)}::jsonb)
         ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
 
   const find = (id: string) => Effect.map(rows(sql`SELECT * FROM channels WHERE id = ${id}`), first)

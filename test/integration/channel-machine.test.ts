@@ -37,7 +37,9 @@ const newChannel = (n: number, network: string): NewChannel => ({
   receiver: hex(0xb1, 40),
   token: hex(0xc1, 40),
   withdrawDelay: 900,
-  balance: 0n
+  balance: 0n,
+  salt: null,
+  receiverAuthorizer: null
 })
 
 /** Debit-positive: the treasury and the receivable are assets, the losses an expense. */
