@@ -31,6 +31,7 @@ import { Deposits } from "../services/channels/Deposits.js"
 import { ChannelClaims } from "../services/channels/Claims.js"
 import { ChannelClaimsWorkerLive } from "../services/channels/ClaimsWorker.js"
 import { ChannelRefunds } from "../services/channels/Refunds.js"
+import { ChannelRefundRequests } from "../services/channels/RefundRequests.js"
 import { ChannelTerms } from "../services/channels/Terms.js"
 import { WithdrawWatch } from "../services/channels/WithdrawWatch.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
@@ -196,6 +197,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         ChannelTerms.Default,
         ChannelClaims.Default,
         ChannelRefunds.Default,
+        ChannelRefundRequests.Default,
         WithdrawWatch.Default
       )
     ),

@@ -8,13 +8,14 @@ import type { ChannelPaymentPayloadV2 } from "../../layers/x402/batchSettlement/
 import { checkChannelConfig } from "../../layers/x402/batchSettlement/channelConfig.js"
 import { verifyDeposit } from "../../layers/x402/batchSettlement/deposit.js"
 import type { ChannelPayloadRejected } from "../../layers/x402/batchSettlement/reasons.js"
-import { type ChannelState, type ChannelStateExtra, correctiveAnswer, verifyVoucher, type VoucherStateExtra } from "../../layers/x402/batchSettlement/voucher.js"
+import { type ChannelStateExtra, correctiveAnswer, verifyVoucher, type VoucherStateExtra } from "../../layers/x402/batchSettlement/voucher.js"
 import { BATCH_SETTLEMENT } from "../../layers/x402/batchSettlement/offer.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { type ChannelRow, ChannelsRepo, type ChargeOutcome } from "../channels/Repo.js"
 import { Deposits } from "../channels/Deposits.js"
+import { emptyState, stateOf } from "../channels/state.js"
 import type { NetworkChannelTerms } from "../channels/Terms.js"
 import type { Priced } from "../payments/Paywall.js"
 import type { ChannelUse, PaymentUse } from "./outcome.js"
@@ -46,18 +47,6 @@ export interface Funded {
 
 const fromRejection = (r: ChannelPayloadRejected) =>
   new ChannelRefused({ reason: r.reason, message: r.message, ...(r.details === undefined ? {} : { details: r.details }) })
-
-/** Our state of a channel as the scheme's rules read it. */
-export const stateOf = (row: ChannelRow): ChannelState => ({
-  balance: row.balance,
-  totalClaimed: row.claimedCumulative,
-  chargedCumulative: row.chargedCumulative,
-  withdrawRequestedAt: 0,
-  refundNonce: 0n,
-  ...(row.voucherMaxClaimable !== null && row.voucherSignature !== null
-    ? { lastVoucher: { signedMaxClaimable: row.voucherMaxClaimable, signature: row.voucherSignature as Hex } }
-    : {})
-})
 
 export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/ChannelFunds", {
   effect: Effect.gen(function* () {
@@ -203,6 +192,3 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
   }),
   dependencies: [ChannelsRepo.Default, ExecutionsRepo.Default, Deposits.Default]
 }) {}
-
-/** A channel we hold no row of: nothing charged, nothing claimed (a deposit's voucher is checked against this). */
-const emptyState: ChannelState = { balance: 0n, totalClaimed: 0n, chargedCumulative: 0n, withdrawRequestedAt: 0, refundNonce: 0n }
