@@ -27,6 +27,7 @@ import { Credits } from "../services/remainders/Credits.js"
 import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
 import { ChannelMachine } from "../services/channels/channelSpec.js"
+import { Deposits } from "../services/channels/Deposits.js"
 import { ChannelClaims } from "../services/channels/Claims.js"
 import { ChannelClaimsWorkerLive } from "../services/channels/ClaimsWorker.js"
 import { ChannelRefunds } from "../services/channels/Refunds.js"
@@ -156,6 +157,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         SpendingLimits.Default,
         Credits.Default,
         Remainders.Default,
+        Deposits.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,

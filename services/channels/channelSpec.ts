@@ -38,8 +38,8 @@ export class ChannelMachine extends Effect.Service<ChannelMachine>()("channels/C
       snapshot: (row) => (isPersistedSnapshot(row.machineSnapshot) ? row.machineSnapshot : startMachine(channelMachine, {}).persisted),
       actions: {
         mirrorBalance: ({ balance }, { id, row }) =>
-          // The chain's balance never falls below what is charged while the payer cannot withdraw; a lower read is stale.
-          repo.mirrorBalance(id, micros(balance) < row.chargedCumulative ? row.chargedCumulative : micros(balance)),
+          // Only deposits move an open channel's balance, and only up: a lower figure is an earlier deposit's, read late.
+          repo.mirrorBalance(id, micros(balance) < row.balance ? row.balance : micros(balance)),
         // Nothing more is charged once the payer started a withdrawal: one claim of everything charged is due at once,
         // long before `at` (the withdrawal's finalizable time, at least 15 minutes away).
         claimBefore: ({ at }, { id, event }) => repo.claimDue(id, new Date(Math.min(event.at, at)), new Date(at)),

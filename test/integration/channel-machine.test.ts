@@ -13,6 +13,7 @@ import { makeChannelsRepo, type NewChannel } from "../../services/channels/Repo.
 import { CHANNEL_LOSSES } from "../../services/channels/channelSpec.js"
 import { Accounts, Ledger } from "../../services/ledger/Ledger.js"
 import { attentionQuery } from "../../services/operator/attentionQueries.js"
+import { Inspection } from "../../services/operator/Inspection.js"
 import { voucher } from "../support/channelCharges.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 
@@ -97,6 +98,11 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }))("the channel machine on the host
       const due = Option.getOrThrow(yield* f.repo.find(id))
       expect(due.claimDueAt?.getTime()).toBe(now + 3)
       expect(due.finalizableAt?.getTime()).toBe(finalizableAt)
+      // The operator's inspection shows the channel, its cumulatives and the claim due as its worker timer.
+      const inspected = Option.getOrThrow(yield* (yield* Inspection).actor("channel", id))
+      expect(inspected).toMatchObject({ kind: "channel", state: "withdrawing", summary: { chargedCumulative: "1750000", claimedOnChain: "1500000", settledCumulative: "1000000" } })
+      expect(inspected.timers).toEqual([{ source: "worker", event: "CLAIM", dueAt: new Date(now + 3).toISOString(), attempts: null, armedAt: null }])
+      expect((yield* (yield* Inspection).list("channel", { state: "withdrawing", limit: 10 })).actors.map((a) => a.id)).toEqual([id])
       const listed = yield* attention(f, "channel_withdrawing", id)
       expect(listed?.amount).toBe("250000")
       expect(listed?.cause).toMatch(/is withdrawing channel .* charges are not claimed on chain yet/)
