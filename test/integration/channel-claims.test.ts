@@ -8,6 +8,7 @@ import { Effect, Layer, Option, TestClock } from "effect"
 import type { Hex } from "viem"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { ChannelClaims } from "../../services/channels/Claims.js"
+import { Deposits } from "../../services/channels/Deposits.js"
 import { claimGas } from "../../services/channels/claimTx.js"
 import { ChannelsRepo } from "../../services/channels/Repo.js"
 import { ChannelRefunds } from "../../services/channels/Refunds.js"
@@ -18,6 +19,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { bigints } from "../support/channelChain.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
 import { ChannelClaimsApp, charge, ledgerBalance, onChain, openChannel, OwnChannelChain } from "../support/channelClaims.js"
+import { channelConfig, signedDeposit } from "../support/channelDeposits.js"
 import { TestEnv } from "../support/harness.js"
 
 const App = ChannelsRepo.Default.pipe(Layer.provideMerge(ChannelClaimsApp(2)))
@@ -133,6 +135,22 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       const again = yield* Effect.flip(refunds.refund(ch.id, undefined))
       expect(again).toMatchObject({ _tag: "ChannelRefundError", reason: "refused" })
       expect(yield* txsOf("channel_refund")).toHaveLength(1)
+    }))
+
+  it.effect("a channel opened by the deposit path is claimed: the deposit stored the salt and receiver authorizer a claim submits", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const c = yield* OwnChannelChain
+      const claims = yield* ChannelClaims
+      const deposits = yield* Deposits
+      const t = yield* terms
+      const config = channelConfig(t, c.payer, "via-deposit")
+      const opened = yield* deposits.deposit(yield* signedDeposit(t, c.payer, config, 6_000n))
+      expect(opened.status).toBe("open")
+      const ch = { id: opened.id, config }
+      yield* charge(ch, "req_d_1", 2_000n)
+      expect(yield* claims.claimOn(t, true)).toBe(1)
+      expect(yield* onChain(ch.id)).toEqual({ balance: 6_000n, totalClaimed: 2_000n })
     }))
 
   it.effect("a channel whose unclaimed charges reach the threshold is claimed without waiting for the schedule; one below it waits", () =>
