@@ -10,6 +10,7 @@ import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { ChannelClaims } from "../../services/channels/Claims.js"
 import { Deposits } from "../../services/channels/Deposits.js"
 import { claimGas } from "../../services/channels/claimTx.js"
+import { makeChannelTick } from "../../services/channels/ClaimsWorker.js"
 import { ChannelsRepo } from "../../services/channels/Repo.js"
 import { ChannelRefunds } from "../../services/channels/Refunds.js"
 import { ChannelTerms } from "../../services/channels/Terms.js"
@@ -170,6 +171,24 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       // The schedule takes the rest.
       expect(yield* claims.claimOn(t, true)).toBe(1)
       expect((yield* onChain(below.id)).totalClaimed).toBe(claimAt - 1n)
+    }))
+
+  it.effect("the worker's tick claims everything unclaimed once per claim interval, and in between only what is due", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const tick = yield* makeChannelTick
+      const ch = yield* openChannel("schedule", 9_000n)
+      yield* charge(ch, "req_s_1", 1_000n)
+      // The first tick is the schedule's.
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(1_000n)
+      yield* charge(ch, "req_s_2", 1_000n)
+      yield* TestClock.adjust("30 seconds")
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(1_000n)
+      yield* TestClock.adjust("30 seconds")
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(2_000n)
     }))
 
   it.effect("a channel whose voucher the contract refuses is left out (claim failed, tried again later) and the others are claimed in one transaction", () =>
