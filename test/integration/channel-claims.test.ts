@@ -36,6 +36,12 @@ const treasuryUsdc = Effect.flatMap(OwnChannelChain, (c) =>
   Effect.promise(() => c.publicClient.readContract({ address: c.usdc, abi: usdcAbi, functionName: "balanceOf", args: [c.devnet.accounts[0]!.address] })))
 const txsOf = (purpose: string) =>
   Effect.flatMap(TestEnv, ({ sql }) => sql<{ id: string; txHash: string; state: string }>`SELECT id, tx_hash, state FROM treasury_txs WHERE purpose = ${purpose} ORDER BY nonce`)
+/** The receivable is what the rows say is charged and neither settled nor written off, over every channel. */
+const receivableMatchesRows = Effect.gen(function* () {
+  const { sql } = yield* TestEnv
+  const [sums] = yield* sql<{ open: string }>`SELECT coalesce(sum(charged_cumulative - settled_cumulative - written_off), 0)::text AS open FROM channels`
+  expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(BigInt(sums!.open))
+})
 /** The payer's call to x402BatchSettlement (initiateWithdraw, finalizeWithdraw): its receipt, or the revert. */
 const payerCalls = (functionName: string, args: ReadonlyArray<unknown>) =>
   Effect.flatMap(OwnChannelChain, (c) =>
@@ -130,6 +136,8 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect(yield* onChain(ch.id)).toEqual({ balance: 2_500n, totalClaimed: 2_500n })
       const r = yield* row(ch.id)
       expect({ status: r.status, claimedOnChain: r.claimedOnChain, writtenOff: r.writtenOff }).toEqual({ status: "drained", claimedOnChain: 2_500n, writtenOff: 0n })
+      // 2,500 claimed, not yet settled: still receivable, and the ledger says so.
+      yield* receivableMatchesRows
       const [refundTx] = yield* txsOf("channel_refund")
       expect(refundTx?.txHash).toBe(result.txHash)
       // A second refund finds nothing left to give back: refused, and no transaction is sent.
@@ -266,5 +274,6 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       const rows = yield* txsOf("channel_claim")
       expect(rows[rows.length - 1]?.state).toBe("confirmed")
       expect(bigints(yield* Effect.promise(() => c.read("channels", [ch.id as Hex])), 2)).toEqual([30_000n, 4_000n])
+      yield* receivableMatchesRows
     }))
 })
