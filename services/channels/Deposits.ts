@@ -131,7 +131,9 @@ export class Deposits extends Effect.Service<Deposits>()("channels/Deposits", {
             payerAuthorizer: config.payerAuthorizer.toLowerCase(),
             receiver: config.receiver.toLowerCase(),
             token: config.token.toLowerCase(),
-            withdrawDelay: config.withdrawDelay
+            withdrawDelay: config.withdrawDelay,
+            salt: config.salt.toLowerCase(),
+            receiverAuthorizer: config.receiverAuthorizer.toLowerCase()
           }, startMachine(channelMachine, {}).persisted)
         }
         const row = { nonce, channelId: id, amount: authorization.amount }

@@ -49,12 +49,16 @@ export class DepositsRepo extends Effect.Service<DepositsRepo>()("channels/Depos
       readonly receiver: string
       readonly token: string
       readonly withdrawDelay: number
+      /** The rest of the config a claim submits (migration 0049). */
+      readonly salt: string
+      readonly receiverAuthorizer: string
     }, snapshot: unknown) =>
       Effect.map(
         sql<{ status: string }>`
-          INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot)
+          INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, salt, receiver_authorizer,
+                                status, machine_snapshot)
           VALUES (${channel.id}, ${channel.network}, ${channel.payer}, ${channel.payerAuthorizer}, ${channel.receiver}, ${channel.token},
-                  ${channel.withdrawDelay}, 0, 'depositPending', ${JSON.stringify(snapshot)}::jsonb)
+                  ${channel.withdrawDelay}, 0, ${channel.salt}, ${channel.receiverAuthorizer}, 'depositPending', ${JSON.stringify(snapshot)}::jsonb)
           ON CONFLICT (id) DO UPDATE SET status = 'depositPending', machine_snapshot = EXCLUDED.machine_snapshot, updated_at = now()
             WHERE channels.status = 'depositFailed'
           RETURNING status`,

@@ -8,7 +8,9 @@ import { Effect, Layer, Option, TestClock } from "effect"
 import type { Hex } from "viem"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { ChannelClaims } from "../../services/channels/Claims.js"
+import { Deposits } from "../../services/channels/Deposits.js"
 import { claimGas } from "../../services/channels/claimTx.js"
+import { makeChannelTick } from "../../services/channels/ClaimsWorker.js"
 import { ChannelsRepo } from "../../services/channels/Repo.js"
 import { ChannelRefunds } from "../../services/channels/Refunds.js"
 import { ChannelTerms } from "../../services/channels/Terms.js"
@@ -18,6 +20,7 @@ import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { bigints } from "../support/channelChain.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
 import { ChannelClaimsApp, charge, ledgerBalance, onChain, openChannel, OwnChannelChain } from "../support/channelClaims.js"
+import { channelConfig, signedDeposit } from "../support/channelDeposits.js"
 import { TestEnv } from "../support/harness.js"
 
 const App = ChannelsRepo.Default.pipe(Layer.provideMerge(ChannelClaimsApp(2)))
@@ -33,6 +36,12 @@ const treasuryUsdc = Effect.flatMap(OwnChannelChain, (c) =>
   Effect.promise(() => c.publicClient.readContract({ address: c.usdc, abi: usdcAbi, functionName: "balanceOf", args: [c.devnet.accounts[0]!.address] })))
 const txsOf = (purpose: string) =>
   Effect.flatMap(TestEnv, ({ sql }) => sql<{ id: string; txHash: string; state: string }>`SELECT id, tx_hash, state FROM treasury_txs WHERE purpose = ${purpose} ORDER BY nonce`)
+/** The receivable is what the rows say is charged and neither settled nor written off, over every channel. */
+const receivableMatchesRows = Effect.gen(function* () {
+  const { sql } = yield* TestEnv
+  const [sums] = yield* sql<{ open: string }>`SELECT coalesce(sum(charged_cumulative - settled_cumulative - written_off), 0)::text AS open FROM channels`
+  expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(BigInt(sums!.open))
+})
 /** The payer's call to x402BatchSettlement (initiateWithdraw, finalizeWithdraw): its receipt, or the revert. */
 const payerCalls = (functionName: string, args: ReadonlyArray<unknown>) =>
   Effect.flatMap(OwnChannelChain, (c) =>
@@ -127,12 +136,30 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect(yield* onChain(ch.id)).toEqual({ balance: 2_500n, totalClaimed: 2_500n })
       const r = yield* row(ch.id)
       expect({ status: r.status, claimedOnChain: r.claimedOnChain, writtenOff: r.writtenOff }).toEqual({ status: "drained", claimedOnChain: 2_500n, writtenOff: 0n })
+      // 2,500 claimed, not yet settled: still receivable, and the ledger says so.
+      yield* receivableMatchesRows
       const [refundTx] = yield* txsOf("channel_refund")
       expect(refundTx?.txHash).toBe(result.txHash)
       // A second refund finds nothing left to give back: refused, and no transaction is sent.
       const again = yield* Effect.flip(refunds.refund(ch.id, undefined))
       expect(again).toMatchObject({ _tag: "ChannelRefundError", reason: "refused" })
       expect(yield* txsOf("channel_refund")).toHaveLength(1)
+    }))
+
+  it.effect("a channel opened by the deposit path is claimed: the deposit stored the salt and receiver authorizer a claim submits", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const c = yield* OwnChannelChain
+      const claims = yield* ChannelClaims
+      const deposits = yield* Deposits
+      const t = yield* terms
+      const config = channelConfig(t, c.payer, "via-deposit")
+      const opened = yield* deposits.deposit(yield* signedDeposit(t, c.payer, config, 6_000n))
+      expect(opened.status).toBe("open")
+      const ch = { id: opened.id, config }
+      yield* charge(ch, "req_d_1", 2_000n)
+      expect(yield* claims.claimOn(t, true)).toBe(1)
+      expect(yield* onChain(ch.id)).toEqual({ balance: 6_000n, totalClaimed: 2_000n })
     }))
 
   it.effect("a channel whose unclaimed charges reach the threshold is claimed without waiting for the schedule; one below it waits", () =>
@@ -152,6 +179,24 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       // The schedule takes the rest.
       expect(yield* claims.claimOn(t, true)).toBe(1)
       expect((yield* onChain(below.id)).totalClaimed).toBe(claimAt - 1n)
+    }))
+
+  it.effect("the worker's tick claims everything unclaimed once per claim interval, and in between only what is due", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const tick = yield* makeChannelTick
+      const ch = yield* openChannel("schedule", 9_000n)
+      yield* charge(ch, "req_s_1", 1_000n)
+      // The first tick is the schedule's.
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(1_000n)
+      yield* charge(ch, "req_s_2", 1_000n)
+      yield* TestClock.adjust("30 seconds")
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(1_000n)
+      yield* TestClock.adjust("30 seconds")
+      yield* tick
+      expect((yield* onChain(ch.id)).totalClaimed).toBe(2_000n)
     }))
 
   it.effect("a channel whose voucher the contract refuses is left out (claim failed, tried again later) and the others are claimed in one transaction", () =>
@@ -229,5 +274,6 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       const rows = yield* txsOf("channel_claim")
       expect(rows[rows.length - 1]?.state).toBe("confirmed")
       expect(bigints(yield* Effect.promise(() => c.read("channels", [ch.id as Hex])), 2)).toEqual([30_000n, 4_000n])
+      yield* receivableMatchesRows
     }))
 })
