@@ -4,6 +4,7 @@
 import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, type Option, Schedule, Schema } from "effect"
 import type { ChainEvent } from "./chain.js"
+import type { ChannelEvent } from "./channel.js"
 import type { CircuitEvent } from "./circuit.js"
 import type { DisputeEvent } from "./dispute.js"
 import type { ExecutionEvent } from "./execution.js"
@@ -24,9 +25,10 @@ export interface MachineEvents {
   readonly dispute: DisputeEvent
   readonly webhookDelivery: DeliveryEvent
   readonly chain: ChainEvent
+  readonly channel: ChannelEvent
 }
 export type MachineKind = keyof MachineEvents
-const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain"]
+const KINDS: ReadonlyArray<MachineKind> = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain", "channel"]
 const isMachineKind = (value: string): value is MachineKind => KINDS.some((k) => k === value)
 
 /** What a delivery did (none when the actor does not exist). */

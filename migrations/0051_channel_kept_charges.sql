@@ -3,7 +3,7 @@
 -- takes kept charges only, so a call still running can always give its charge back. Vouchers are cumulative and
 -- charges add up, so any claim between what was claimed and what is charged is covered by the stored voucher.
 ALTER TABLE channel_charges DROP CONSTRAINT channel_charges_status_check;
-ALTER TABLE channel_charges ADD CONSTRAINT channel_charges_status_check CHECK (status IN ('charged', 'kept', 'returned', 'claimed'));
+ALTER TABLE channel_charges ADD CONSTRAINT channel_charges_status_check CHECK (status IN ('charged', 'kept', 'returned', 'claimed', 'written_off'));
 ALTER TABLE channel_charges ADD COLUMN kept_amount bigint CHECK (kept_amount >= 0);
 DROP INDEX channel_charges_unclaimed;
 CREATE INDEX channel_charges_unclaimed ON channel_charges (channel_id) WHERE status IN ('charged', 'kept');

@@ -26,6 +26,14 @@ import { SpendingLimits } from "../services/limits/SpendingLimits.js"
 import { Credits } from "../services/remainders/Credits.js"
 import { Remainders } from "../services/remainders/Remainders.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
+import { ChannelMachine } from "../services/channels/channelSpec.js"
+import { Deposits } from "../services/channels/Deposits.js"
+import { ChannelClaims } from "../services/channels/Claims.js"
+import { ChannelClaimsWorkerLive } from "../services/channels/ClaimsWorker.js"
+import { ChannelRefunds } from "../services/channels/Refunds.js"
+import { ChannelRefundRequests } from "../services/channels/RefundRequests.js"
+import { ChannelTerms } from "../services/channels/Terms.js"
+import { WithdrawWatch } from "../services/channels/WithdrawWatch.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ClientIds } from "../services/disputes/ClientIds.js"
@@ -103,7 +111,8 @@ const WorkersLive = Layer.unwrapEffect(
         OutcomesFoldLive,
         RateLimitPruneLive,
         UsedSignaturesPruneLive,
-        WebhooksWorkerLive
+        WebhooksWorkerLive,
+        ChannelClaimsWorkerLive
       )
       : Layer.empty)
 )
@@ -123,7 +132,7 @@ const TreasuryStartLive = Layer.effectDiscard(
 
 /** The machine registry with every feature's machine spec (the host's runners). */
 const MachinesLive = withTransitionMetrics(MachineRunnersLive).pipe(
-  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default).pipe(Layer.provide(ChainBudgetReturnsLive)))
+  Layer.provide(Layer.mergeAll(ExecutionMachine.Default, SettlementMachine.Default, CircuitMachine.Default, TreasuryMachine.Default, WithdrawalMachine.Default, DisputeMachine.Default, DeliveryMachine.Default, ChainMachine.Default, ChannelMachine.Default).pipe(Layer.provide(ChainBudgetReturnsLive)))
 )
 
 /**
@@ -151,6 +160,7 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         SpendingLimits.Default,
         Credits.Default,
         Remainders.Default,
+        Deposits.Default,
         Balances.Default,
         Payments.Default,
         Refunds.Default,
@@ -183,7 +193,12 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         AgentView.Default,
         OperatorTransactions.Default,
         TokenThrottle.Default,
-        Leases.Default
+        Leases.Default,
+        ChannelTerms.Default,
+        ChannelClaims.Default,
+        ChannelRefunds.Default,
+        ChannelRefundRequests.Default,
+        WithdrawWatch.Default
       )
     ),
     Layer.provide(MachinesLive),

@@ -4,6 +4,7 @@ import { Effect, Layer } from "effect"
 import { MachineRunners, type Runners } from "../machines/Host.js"
 import { runner } from "../machines/runner.js"
 import { ChainMachine } from "../services/chains/chainSpec.js"
+import { ChannelMachine } from "../services/channels/channelSpec.js"
 import { CircuitMachine } from "../services/circuits/circuitSpec.js"
 import { DisputeMachine } from "../services/disputes/disputeSpec.js"
 import { ExecutionMachine } from "../services/executions/executionSpec.js"
@@ -24,7 +25,8 @@ export const MachineRunnersLive = Layer.effect(
       withdrawal: runner(sql, "withdrawal", (yield* WithdrawalMachine).spec),
       dispute: runner(sql, "dispute", (yield* DisputeMachine).spec),
       webhookDelivery: runner(sql, "webhookDelivery", (yield* DeliveryMachine).spec),
-      chain: runner(sql, "chain", (yield* ChainMachine).spec)
+      chain: runner(sql, "chain", (yield* ChainMachine).spec),
+      channel: runner(sql, "channel", (yield* ChannelMachine).spec)
     }
     return runners
   })

@@ -13,7 +13,8 @@ const ID_FIELD: Record<MachineKind, string> = {
   withdrawal: "withdrawalId",
   dispute: "disputeId",
   webhookDelivery: "deliveryId",
-  chain: "chainId"
+  chain: "chainId",
+  channel: "channelId"
 }
 
 type Level = "info" | "warn" | "error"
@@ -53,6 +54,11 @@ export const transitionLevel = (kind: MachineKind, from: string | null, to: stri
       return trigger === "ATTEMPT_FAILED" && to !== "dead" ? "warn" : undefined
     case "chain":
       return trigger === "TIMEOUT" ? "warn" : undefined
+    // A failed claim or deposit, and the payer's withdrawal clock starting, are the operator's business.
+    case "channel":
+      if (to === "claimFailed" || to === "depositFailed") return "warn"
+      if (to === "withdrawing" || to === "drained" || to === "closed" || trigger === "CLAIMED" || trigger === "SETTLED") return "info"
+      return undefined
   }
 }
 

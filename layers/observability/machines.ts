@@ -48,7 +48,8 @@ const instrumentAll = (runners: Runners): Runners => ({
   withdrawal: instrument("withdrawal", runners.withdrawal),
   dispute: instrument("dispute", runners.dispute),
   webhookDelivery: instrument("webhookDelivery", runners.webhookDelivery),
-  chain: instrument("chain", runners.chain)
+  chain: instrument("chain", runners.chain),
+  channel: instrument("channel", runners.channel)
 })
 
 /** The same registry, its runners counted. */

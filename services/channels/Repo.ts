@@ -24,6 +24,13 @@ export const ChannelRow = Schema.Struct({
   voucherSignature: Schema.NullOr(Schema.String),
   status: ChannelStatus,
   machineSnapshot: Schema.Unknown,
+  /** When the claims worker must claim the channel (set when the payer starts a withdrawal; migration 0048). */
+  claimDueAt: Schema.NullOr(Schema.DateFromSelf),
+  finalizableAt: Schema.NullOr(Schema.DateFromSelf),
+  /** The contract's totalClaimed as the last landed claim left it. */
+  claimedOnChain: Schema.BigInt,
+  /** Charged but never claimed on chain when the payer's money left: booked to channel_losses. */
+  writtenOff: Schema.BigInt,
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 })
@@ -39,6 +46,12 @@ export interface NewChannel {
   readonly token: string
   readonly withdrawDelay: number
   readonly balance: bigint
+  /**
+   * The rest of the config a claim submits (the contract hashes the whole config into the channel id): the payer's
+   * salt and the receiver authorizer the channel names. A row without them is never claimed (migration 0049).
+   */
+  readonly salt: string | null
+  readonly receiverAuthorizer: string | null
 }
 
 /** A voucher over the channel's cumulative ceiling (its EIP-712 signature is verified before the charge). */
@@ -102,9 +115,11 @@ export const makeChannelsRepo = Effect.gen(function* () {
   const first = (r: ReadonlyArray<ChannelRow>) => Option.fromNullable(r[0])
 
   const insert = (channel: NewChannel, status: ChannelStatus, snapshot: unknown) =>
-    sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot)
+    sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, salt, receiver_authorizer,
+                          status, machine_snapshot)
         VALUES (${channel.id}, ${channel.network}, ${channel.payer}, ${channel.payerAuthorizer}, ${channel.receiver},
-                ${channel.token}, ${channel.withdrawDelay}, ${channel.balance}, ${status}, ${JSON.stringify(snapshot)}::jsonb)
+                ${channel.token}, ${channel.withdrawDelay}, ${channel.balance}, ${channel.salt?.toLowerCase() ?? null},
+                ${channel.receiverAuthorizer?.toLowerCase() ?? null}, ${status}, ${JSON.stringify(snapshot)}::jsonb)
         ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)
 
   const find = (id: string) => Effect.map(rows(sql`SELECT * FROM channels WHERE id = ${id}`), first)
@@ -147,12 +162,41 @@ export const makeChannelsRepo = Effect.gen(function* () {
   const claim = (channelId: string): Effect.Effect<Option.Option<ClaimTake>, SqlError.SqlError> =>
     takes(sql`SELECT * FROM channel_claim(${channelId})`).pipe(Effect.map((r) => Option.fromNullable(r[0])), Effect.withSpan("ChannelsRepo.claim"))
 
+  /** The claims worker must claim the channel by `due` (the earlier of this and any due time already set). */
+  const claimDue = (id: string, due: Date, finalizableAt: Date) =>
+    sql`UPDATE channels SET claim_due_at = LEAST(coalesce(claim_due_at, ${due}), ${due}), finalizable_at = ${finalizableAt}, updated_at = now()
+        WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /** A claim landed: the chain's totalClaimed; nothing is due any more once it covers everything charged. */
+  const claimedOnChain = (id: string, totalClaimed: bigint) =>
+    sql`UPDATE channels SET claimed_on_chain = GREATEST(claimed_on_chain, ${totalClaimed}),
+          claim_due_at = CASE WHEN GREATEST(claimed_on_chain, ${totalClaimed}) >= charged_cumulative THEN NULL ELSE claim_due_at END,
+          updated_at = now()
+        WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /** A settle moved `amount` of the channel's claimed money to the treasury (with its ledger transfer). */
+  const settled = (id: string, amount: bigint) =>
+    sql`UPDATE channels SET settled_cumulative = settled_cumulative + ${amount}, updated_at = now() WHERE id = ${id}`.pipe(Effect.asVoid)
+
+  /**
+   * The payer's money left: what was charged beyond the chain's totalClaimed is written off (with its ledger transfer),
+   * and the charges it covers are marked. Nothing is due to claim any more.
+   */
+  const writeOff = (id: string, amount: bigint, claimedOnChain: bigint) =>
+    Effect.zipRight(
+      sql`UPDATE channel_charges SET status = 'written_off'
+          WHERE channel_id = ${id} AND (status IN ('charged', 'kept') OR (status = 'claimed' AND cumulative_after > ${claimedOnChain}))`,
+      sql`UPDATE channels SET written_off = written_off + ${amount}, claim_due_at = NULL, updated_at = now() WHERE id = ${id}`
+    ).pipe(Effect.asVoid)
+
   const charges = (channelId: string) =>
     sql<{ requestId: string; amount: string; cumulativeAfter: string; status: string }>`
       SELECT request_id, amount::text, cumulative_after::text, status FROM channel_charges c WHERE c.channel_id = ${channelId}
       ORDER BY c.created_at, c.cumulative_after`
 
-  return { insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, claim, charges } as const
+  return {
+    insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, claim, charges, claimDue, claimedOnChain, settled, writeOff
+  } as const
 })
 
 export class ChannelsRepo extends Effect.Service<ChannelsRepo>()("channels/Repo", { effect: makeChannelsRepo }) {}

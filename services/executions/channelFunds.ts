@@ -8,12 +8,14 @@ import type { ChannelPaymentPayloadV2 } from "../../layers/x402/batchSettlement/
 import { checkChannelConfig } from "../../layers/x402/batchSettlement/channelConfig.js"
 import { verifyDeposit } from "../../layers/x402/batchSettlement/deposit.js"
 import type { ChannelPayloadRejected } from "../../layers/x402/batchSettlement/reasons.js"
-import { type ChannelState, type ChannelStateExtra, correctiveAnswer, verifyVoucher, type VoucherStateExtra } from "../../layers/x402/batchSettlement/voucher.js"
+import { type ChannelStateExtra, correctiveAnswer, verifyVoucher, type VoucherStateExtra } from "../../layers/x402/batchSettlement/voucher.js"
 import { BATCH_SETTLEMENT } from "../../layers/x402/batchSettlement/offer.js"
 import { PaymentRequired } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { type ChannelRow, ChannelsRepo, type ChargeOutcome } from "../channels/Repo.js"
+import { Deposits } from "../channels/Deposits.js"
+import { emptyState, stateOf } from "../channels/state.js"
 import type { NetworkChannelTerms } from "../channels/Terms.js"
 import type { Priced } from "../payments/Paywall.js"
 import type { ChannelUse, PaymentUse } from "./outcome.js"
@@ -22,6 +24,8 @@ import { requestHashOf } from "./resend.js"
 
 /** How long an ERC-1271 voucher check (a smart-account payer without a payer authorizer) may take on the chain. */
 const SIGNATURE_CHECK_MS = 3_000
+/** How long a deposit's authorization must stay valid: for the deposit to be sent and included before it expires. */
+const DEPOSIT_MIN_VALIDITY_SECONDS = 30
 
 /** Why a channel payment is refused: an x402 reason, and for a stale cumulative our state for the payer's client. */
 export class ChannelRefused extends Data.TaggedError("ChannelRefused")<{
@@ -44,23 +48,12 @@ export interface Funded {
 const fromRejection = (r: ChannelPayloadRejected) =>
   new ChannelRefused({ reason: r.reason, message: r.message, ...(r.details === undefined ? {} : { details: r.details }) })
 
-/** Our state of a channel as the scheme's rules read it. */
-export const stateOf = (row: ChannelRow): ChannelState => ({
-  balance: row.balance,
-  totalClaimed: row.claimedCumulative,
-  chargedCumulative: row.chargedCumulative,
-  withdrawRequestedAt: 0,
-  refundNonce: 0n,
-  ...(row.voucherMaxClaimable !== null && row.voucherSignature !== null
-    ? { lastVoucher: { signedMaxClaimable: row.voucherMaxClaimable, signature: row.voucherSignature as Hex } }
-    : {})
-})
-
 export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/ChannelFunds", {
   effect: Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const channels = yield* ChannelsRepo
     const executions = yield* ExecutionsRepo
+    const deposits = yield* Deposits
 
     /** A refusal as the call's 402: the offers, the reason, and (stale cumulative) our state in the channel offer's extra. */
     const refusing = (priced: Priced, price: bigint) => (refused: ChannelRefused) =>
@@ -92,11 +85,31 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
         const channelId = payload.voucher.channelId.toLowerCase()
         const chain = { reader: terms.chain.publicClient, timeoutMs: SIGNATURE_CHECK_MS }
         if (payload.type === "deposit") {
-          // Verified in full, so a bad deposit is refused for its real reason; sending deposits comes with the deposit worker.
+          // Verified in full before anything is sent; the deposit is sent by the treasury writer and included first
+          // (services/channels/Deposits.ts), then its voucher is charged like any other.
           const found = yield* Effect.orDie(channels.find(channelId))
           const state = Option.match(found, { onNone: () => emptyState, onSome: stateOf })
-          yield* verifyDeposit({ payload, price, state, ours: terms, tokenDomain: terms.chain.usdc, chain, now: Math.floor(Date.now() / 1000), minValiditySeconds: 60 }).pipe(Effect.mapError(fromRejection))
-          return yield* new ChannelRefused({ reason: "invalid_batch_settlement_evm_deposit_payload", message: "deposits are not taken on this server yet" })
+          const verified = yield* verifyDeposit({
+            payload, price, state, ours: terms, tokenDomain: terms.chain.usdc, chain, now: Math.floor(Date.now() / 1000), minValiditySeconds: DEPOSIT_MIN_VALIDITY_SECONDS
+          }).pipe(Effect.mapError(fromRejection))
+          const voucher = verified.voucher
+          if (voucher._tag === "Corrective") {
+            return yield* Option.match(found, {
+              onNone: () => Effect.fail(new ChannelRefused({ reason: voucher.reason, message: `a new channel's first voucher is over this call's price: sign ${price}` })),
+              onSome: (row) => Effect.fail(corrective(channelId, row, state.chargedCumulative + price))
+            })
+          }
+          yield* deposits.deposit({ terms, config: payload.channelConfig, channelId: payload.voucher.channelId, authorization: verified.deposit }).pipe(
+            Effect.catchTag("SqlError", Effect.die),
+            Effect.mapError((refused) => new ChannelRefused({ reason: refused.reason, message: refused.message, details: { ...refused.details, retryable: refused.retryable } }))
+          )
+          return {
+            _tag: "Funded",
+            payer: payload.channelConfig.payer.toLowerCase(),
+            channelId,
+            voucher: { maxClaimable: voucher.signedMaxClaimable, signature: voucher.signature },
+            expected: state.chargedCumulative
+          } satisfies Funded
         }
         // Ours first (receiver, authorizer, token, delay): a foreign channel is refused for what it is.
         yield* checkChannelConfig(payload.channelConfig, payload.voucher.channelId, terms).pipe(Effect.mapError(fromRejection))
@@ -177,8 +190,5 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
 
     return { refusing, fund, charge, useOf, chargeOf, resent } as const
   }),
-  dependencies: [ChannelsRepo.Default, ExecutionsRepo.Default]
+  dependencies: [ChannelsRepo.Default, ExecutionsRepo.Default, Deposits.Default]
 }) {}
-
-/** A channel we hold no row of: nothing charged, nothing claimed (a deposit's voucher is checked against this). */
-const emptyState: ChannelState = { balance: 0n, totalClaimed: 0n, chargedCumulative: 0n, withdrawRequestedAt: 0, refundNonce: 0n }

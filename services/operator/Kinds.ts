@@ -2,6 +2,7 @@
 // inspection serves every kind; a kind missing here is a type error (the record is keyed by MachineKind).
 import type { AnyStateMachine } from "xstate"
 import { chainMachine } from "../../machines/chain.js"
+import { channelMachine } from "../../machines/channel.js"
 import { circuitMachine } from "../../machines/circuit.js"
 import { disputeMachine } from "../../machines/dispute.js"
 import { executionMachine } from "../../machines/execution.js"
@@ -209,6 +210,28 @@ export const KINDS: { readonly [K in MachineKind]: KindTable } = {
       ["completedAt", "t.completed_at"]
     ),
     states: leafStates(chainMachine)
+  },
+  channel: {
+    table: "channels",
+    idType: "text",
+    state: "t.status",
+    snapshot: "t.machine_snapshot",
+    created: "t.created_at",
+    summary: text(
+      ["network", "t.network"],
+      ["payer", "t.payer"],
+      ["balance", "t.balance"],
+      ["chargedCumulative", "t.charged_cumulative"],
+      ["claimedCumulative", "t.claimed_cumulative"],
+      ["claimedOnChain", "t.claimed_on_chain"],
+      ["settledCumulative", "t.settled_cumulative"],
+      ["writtenOff", "t.written_off"],
+      ["finalizableAt", "t.finalizable_at"],
+      ["lastDeposit", "(SELECT d.status || ' ' || d.amount FROM channel_deposits d WHERE d.channel_id = t.id ORDER BY d.created_at DESC LIMIT 1)"],
+      ["updatedAt", "t.updated_at"]
+    ),
+    // The claims worker claims the channel at this time (a withdrawal started: everything charged must be claimed first).
+    workerTimer: { event: "CLAIM", due: "t.claim_due_at" },
+    states: leafStates(channelMachine)
   }
 }
-

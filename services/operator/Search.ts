@@ -1,6 +1,6 @@
 // Find anything by an id an operator has in hand: an agent, execution, transaction, escrow, payment, refund, dispute,
-// withdrawal, delivery or dead letter, webhook, chain, treasury transaction, wallet address or transaction hash. Every
-// hit names the page that shows it: a machine actor or an agent.
+// withdrawal, delivery or dead letter, webhook, chain, channel (or its deposit's nonce), treasury transaction, wallet
+// address or transaction hash. Every hit names the page that shows it: a machine actor or an agent.
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { rowsOf } from "../sql/Rows.js"
@@ -66,6 +66,10 @@ export class Search extends Effect.Service<Search>()("operator/Search", {
             UNION ALL
             SELECT 'chain', 'chain', c.id::text, c.status, c.started_at
               FROM chains c WHERE c.id::text = ${uuid} OR c.root_execution_id = ${q} OR c.payment_id = ${q}
+            UNION ALL
+            SELECT 'channel', 'channel', ch.id, format('%s · balance %s · charged %s · on %s', ch.status, ch.balance, ch.charged_cumulative, ch.network), ch.created_at
+              FROM channels ch WHERE ch.id = ${lower} OR ch.payer = ${lower}
+                OR ch.id IN (SELECT cd.channel_id FROM channel_deposits cd WHERE cd.nonce = ${lower})
           ) hits ORDER BY at DESC LIMIT ${MAX_HITS}`).pipe(Effect.orDie)
       }).pipe(Effect.withSpan("Search.find"))
 

@@ -20,14 +20,6 @@ import { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.
 
 export { ATTENTION_KINDS, type AttentionKind } from "../../src/domain/Attention.js"
 
-/** A micro-USDC expression as a 6-decimal USDC string, for the causes in words. */
-const usdcText = (sql: SqlClient.SqlClient, expression: string) => sql.unsafe(`((${expression})::numeric / 1000000)::numeric(20, 6)::text`)
-
-/** A time (ms) of the channel machine's context as a timestamptz; NULL when absent or not a number (never an error). */
-const msTime = (sql: SqlClient.SqlClient, field: "withdrawRequestedAt" | "finalizableAt") =>
-  sql.unsafe(`CASE WHEN jsonb_typeof(t.machine_snapshot->'context'->'${field}') = 'number'
-    THEN to_timestamp((t.machine_snapshot->'context'->>'${field}')::numeric / 1000) END`)
-
 /** Every query selects: machine, actor_id, agent_id, amount (micro-USDC text), since, cause, lever, lever_target. */
 export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, now: Date): Statement<object> => {
   const ago = (ms: number) => new Date(now.getTime() - ms)
@@ -64,6 +56,7 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
           coalesce(CASE t.purpose
             WHEN 'refund' THEN (SELECT r.amount FROM refunds r WHERE r.id = t.subject_id)
             WHEN 'withdrawal' THEN (SELECT w.net_amount FROM withdrawals w WHERE w.id = t.subject_id)
+            WHEN 'channel_deposit' THEN (SELECT d.amount FROM channel_deposits d WHERE d.nonce = t.subject_id)
             ELSE (SELECT p.amount FROM payments p WHERE p.id = t.subject_id) END, 0)::text AS amount,
           t.created_at AS since,
           format('%s transaction %s (nonce %s) %s and not mined%s%s', t.purpose, t.tx_hash, t.nonce, t.state,
@@ -125,25 +118,23 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
           NULL AS lever, NULL AS lever_target
         FROM (SELECT DISTINCT ON (network) * FROM treasury_reconciliations WHERE kind = 'check' ORDER BY network, id DESC) t
         WHERE t.confirmed AND t.drift <> 0`
-    case "channel_withdrawing":
-      // The payer started a withdrawal: what is charged and not claimed is lost unless a claim lands before the payer can
-      // finalize (docs/operators.md "Channels at risk").
-      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id, (t.charged_cumulative - t.claimed_cumulative)::text AS amount,
-          coalesce(${msTime(sql, "withdrawRequestedAt")}, t.updated_at) AS since,
-          format('payer %s is withdrawing its channel on %s: %s USDC charged and not claimed yet%s', t.payer, t.network,
-            ${usdcText(sql, "t.charged_cumulative - t.claimed_cumulative")},
-            coalesce(format('; the payer can take it back from %s',
-              to_char(${msTime(sql, "finalizableAt")} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')), '')) AS cause,
-          NULL AS lever, NULL AS lever_target
-        FROM channels t WHERE t.status = 'withdrawing' AND t.charged_cumulative > t.claimed_cumulative`
     case "channel_claim_failed":
-      // A claim reverted or was refused: what is charged is still only a receivable (not in the treasury) until a claim lands.
-      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id, (t.charged_cumulative - t.settled_cumulative)::text AS amount,
-          t.updated_at AS since,
-          format('claim of payer %s''s channel on %s failed: %s; %s USDC charged and not settled', t.payer, t.network,
-            coalesce(t.machine_snapshot->'context'->>'lastError', 'no error recorded'), ${usdcText(sql, "t.charged_cumulative - t.settled_cumulative")}) AS cause,
+      // What the payer's vouchers let us charge is only a receivable until a claim lands: failed claims put it at risk.
+      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id,
+          greatest(t.charged_cumulative - t.claimed_on_chain - t.written_off, 0)::text AS amount, t.updated_at AS since,
+          format('claim of channel %s (payer %s on %s) failed: %s', t.id, t.payer, t.network,
+            coalesce(t.machine_snapshot->'context'->>'lastError', 'no reason recorded')) AS cause,
           NULL AS lever, NULL AS lever_target
         FROM channels t WHERE t.status = 'claimFailed'`
+    case "channel_withdrawing":
+      // The payer's withdrawal clock runs: what is charged and not claimed on chain by finalizable_at is lost.
+      return sql`SELECT 'channel' AS machine, t.id AS actor_id, NULL AS agent_id,
+          greatest(t.charged_cumulative - t.claimed_on_chain - t.written_off, 0)::text AS amount, t.updated_at AS since,
+          format('payer %s is withdrawing channel %s on %s; it can finalize at %s%s', t.payer, t.id, t.network,
+            coalesce(to_char(t.finalizable_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"'), 'an unknown time'),
+            CASE WHEN t.charged_cumulative > t.claimed_on_chain THEN '; charges are not claimed on chain yet' ELSE '; everything charged is claimed' END) AS cause,
+          NULL AS lever, NULL AS lever_target
+        FROM channels t WHERE t.status = 'withdrawing' AND t.charged_cumulative - t.claimed_on_chain - t.written_off > 0`
   }
 }
 
@@ -163,8 +154,8 @@ export const zeros = (): { [K in AttentionKind]: number } => ({
   delivery_dead: 0,
   circuit_open: 0,
   reconciliation_drift: 0,
-  channel_withdrawing: 0,
-  channel_claim_failed: 0
+  channel_claim_failed: 0,
+  channel_withdrawing: 0
 })
 
 /** The number of stuck or failing actors per kind at `now`: exactly what the console lists (every kind, zeros included). */

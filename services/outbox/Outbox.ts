@@ -27,6 +27,12 @@ export type EventType =
   | "chain.budget_warning"
   | "chain.depth_limit"
   | "agent.usage_missing"
+  // Recorded for the operator only (no agent owns a channel; webhooks are per agent).
+  | "channel.opened"
+  | "channel.withdrawing"
+  | "channel.drained"
+  | "channel.closed"
+  | "channel.failed"
 
 export class Outbox extends Effect.Service<Outbox>()("Outbox", {
   effect: Effect.gen(function* () {

@@ -6,7 +6,8 @@ import { startMachine } from "../../machines/step.js"
 import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import { batch } from "../sql/Batch.js"
 
-export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal", "account_deploy", "remainder_batch")
+export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal", "account_deploy", "remainder_batch",
+  "channel_deposit", "channel_claim", "channel_settle", "channel_refund")
 export type TreasuryPurpose = typeof TreasuryPurpose.Type
 
 export const TreasuryTxRow = Schema.Struct({

@@ -1,6 +1,9 @@
 // The treasury worker: sends queued refunds and payouts, follows every unfinished treasury transaction to its receipt (rebroadcasting
 // the stored bytes), hands each outcome to its purpose, and fills nonce gaps. Leases let several processes share it.
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Deposits } from "../channels/Deposits.js"
+import { ChannelClaims } from "../channels/Claims.js"
+import { ChannelRefunds } from "../channels/Refunds.js"
 import { Payments } from "../payments/Payments.js"
 import { Refunds } from "../refunds/Refunds.js"
 import { Remainders } from "../remainders/Remainders.js"
@@ -20,8 +23,11 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const refunds = yield* Refunds
     const withdrawals = yield* Withdrawals
     const remainders = yield* Remainders
+    const deposits = yield* Deposits
     const reconciliation = yield* Reconciliation
     const finality = yield* TreasuryFinality
+    const channelClaims = yield* ChannelClaims
+    const channelRefunds = yield* ChannelRefunds
 
     /** A transaction that books nothing: its outcome is recorded, and that is all. */
     const recordOnly = (name: string) => (tx: TreasuryTxRow) =>
@@ -39,7 +45,14 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       // the account's code itself, so the deployment's outcome books nothing.
       account_deploy: recordOnly("account_deploy"),
       // Metered calls' remainders back to their payers, many per transaction (services/remainders).
-      remainder_batch: remainders.resolveTx
+      remainder_batch: remainders.resolveTx,
+      // A payer's deposit into a channel (services/channels/Deposits.ts): its inclusion opens or tops up the channel.
+      channel_deposit: deposits.resolveTx,
+      // Batch-settlement channels (services/channels): many channels' claims per transaction, the settle of everything
+      // claimed, and cooperative refunds.
+      channel_claim: channelClaims.resolveTx,
+      channel_settle: channelClaims.resolveTx,
+      channel_refund: channelRefunds.resolveTx
     }
 
     /** Unfinished transactions whose lease ran out (their process died or gave up waiting), lowest nonce first. */
@@ -112,7 +125,8 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
 
     return { processDue, start, reconcile: reconciliation.check } as const
   }),
-  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Remainders.Default, Reconciliation.Default, TreasuryFinality.Default]
+  dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Remainders.Default, Deposits.Default, Reconciliation.Default, TreasuryFinality.Default,
+    ChannelClaims.Default, ChannelRefunds.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

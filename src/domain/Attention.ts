@@ -16,8 +16,8 @@ export const ATTENTION_KINDS = [
   "delivery_dead",
   "circuit_open",
   "reconciliation_drift",
-  "channel_withdrawing",
-  "channel_claim_failed"
+  "channel_claim_failed",
+  "channel_withdrawing"
 ] as const
 export type AttentionKind = (typeof ATTENTION_KINDS)[number]
 

@@ -5,7 +5,7 @@ import { integer, Limit } from "./Discovery.js"
 import { AgentId, Wallet } from "./Ids.js"
 
 /** Every persisted machine kind; `complete` fails to compile when the host has a kind this list lacks. */
-export const MACHINE_KINDS = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain"] as const satisfies ReadonlyArray<MachineKind>
+export const MACHINE_KINDS = ["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain", "channel"] as const satisfies ReadonlyArray<MachineKind>
 const complete: [Exclude<MachineKind, (typeof MACHINE_KINDS)[number]>] extends [never] ? true : false = true
 void complete
 

@@ -17,6 +17,7 @@ import { WebhooksApi } from "./WebhooksApi.js"
 import { AnalyticsApi, ReputationApi } from "./AnalyticsApi.js"
 import { ChainsApi } from "./ChainsApi.js"
 import { DiscoveryApi } from "./DiscoveryApi.js"
+import { ChannelsApi } from "./ChannelsApi.js"
 import { ExecutionApi } from "./ExecutionApi.js"
 import { HealthApi } from "./HealthApi.js"
 import { OperatorApi } from "./OperatorApi.js"
@@ -29,6 +30,7 @@ export class Api extends HttpApi.make("marketplace")
   .add(AgentsApi)
   .add(ExecutionApi)
   .add(ChainsApi)
+  .add(ChannelsApi)
   .add(PayersApi)
   .add(PaymentsApi)
   .add(PlatformApi)

@@ -37,6 +37,7 @@ import { DiscoveryHttpLive } from "./DiscoveryHttp.js"
 import { X402DiscoveryHttpLive } from "./X402DiscoveryHttp.js"
 import { ChainsHttpLive } from "./ChainsHttp.js"
 import { PayersHttpLive } from "./PayersHttp.js"
+import { ChannelsHttpLive } from "./ChannelsHttp.js"
 import { ExecutionHttpLive } from "./ExecutionHttp.js"
 import { HealthHttpLive } from "./HealthHttp.js"
 import { METRICS_PATH, MetricsRouteLive } from "./Metrics.js"
@@ -206,7 +207,7 @@ const cors = HttpApiBuilder.middlewareCors({
 
 /** The API with every handler; needs the domain services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, OperatorChannelsHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive, X402DiscoveryHttpLive])
+  Layer.provide([HealthHttpLive, AgentsHttpLive, ExecutionHttpLive, ChannelsHttpLive, PaymentsHttpLive, PlatformHttpLive, OperatorHttpLive, DisputesHttpLive, OperatorDisputesHttpLive, OperatorChannelsHttpLive, DiscoveryHttpLive, AnalyticsHttpLive, ReputationHttpLive, WebhooksHttpLive, ChainsHttpLive, PayersHttpLive, X402DiscoveryHttpLive])
 )
 
 /**

@@ -12,6 +12,8 @@ import { fakeAgent } from "../support/agents.js"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { devAccount, publicClient, TREASURY } from "../support/clients.js"
 import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type TestChannelConfig } from "../support/channelOpen.js"
+import { inject } from "vitest"
+import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { registerAgent } from "../support/scenario.js"
 
@@ -152,5 +154,28 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       const next = yield* voucherCall(baseUrl, agentId, "works", { payer, config, maxClaimable: PRICE, accepted })
       expect(next.status).toBe(200)
       expect(decodePaymentResponseHeader(next.response!)).toMatchObject({ extra: { chargedAmount: PRICE.toString() } })
+    }))
+
+  it.scoped("the official client's first call deposits through the service (sent by the treasury, included first), later calls are vouchers only", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(9), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`deposit ${Date.now()}`)
+      const { fetch: pay } = channelFetch(payer, { salt })
+      const channelId = computeChannelId(channelConfigOf(payer, salt), NETWORK).toLowerCase()
+      const payerBefore = yield* Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
+      for (let i = 0; i < 3; i++) {
+        const response = yield* Effect.promise(() => pay(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, `d${i}`) }))
+        if (response.status !== 200) throw new Error(`${response.status}: ${yield* Effect.promise(() => response.text())}`)
+      }
+      const [row] = yield* sql<{ balance: string; chargedCumulative: string; status: string }>`SELECT balance::text, charged_cumulative::text, status FROM channels WHERE id = ${channelId}`.pipe(Effect.orDie)
+      // The offer suggests 100 calls' worth; the deposit left the payer's wallet for the contract, once.
+      expect(row).toEqual({ balance: (100n * PRICE).toString(), chargedCumulative: (3n * PRICE).toString(), status: "open" })
+      const deposits = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM channel_deposits WHERE channel_id = ${channelId}`.pipe(Effect.orDie)
+      expect(deposits[0]?.n).toBe("1")
+      const payerAfter = yield* Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
+      expect(payerBefore - payerAfter).toBe(100n * PRICE)
     }))
 })

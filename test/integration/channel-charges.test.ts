@@ -20,7 +20,9 @@ const channel = (n: number, balance: bigint): NewChannel => ({
   receiver: hex(0xb1, 40),
   token: hex(0xc1, 40),
   withdrawDelay: 86_400,
-  balance
+  balance,
+  salt: null,
+  receiverAuthorizer: null
 })
 
 /** A channel whose deposit was included: open, its snapshot from the machine. */

@@ -32,7 +32,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }))("chann
       })
       const failed = randomId()
       yield* insertChannel(sql, {
-        id: failed, network: chain.network, config, status: "claimFailed", balance: 500_000n, charged: 400_000n, claimed: 400_000n, settled: 100_000n,
+        id: failed, network: chain.network, config, status: "claimFailed", balance: 500_000n, charged: 400_000n, claimed: 400_000n, settled: 100_000n, claimedOnChain: 100_000n,
         context: { lastError: "ClaimExceedsBalance" }
       })
       // Withdrawing with everything claimed is not at risk.
@@ -52,9 +52,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", METRICS_DB_CACHE_MS: "0" }))("chann
       const items = data.items.filter((i) => String(i["kind"]).startsWith("channel_"))
       expect(items).toHaveLength(2)
       expect(items[0]).toMatchObject({ kind: "channel_claim_failed", actorId: failed, amount: "0.300000", agentId: null, lever: null })
-      expect(String(items[0]?.["cause"])).toContain("ClaimExceedsBalance")
-      expect(items[1]).toMatchObject({ kind: "channel_withdrawing", actorId: withdrawing, amount: "0.250000", since: "2026-12-01T10:00:00.000Z" })
-      expect(String(items[1]?.["cause"])).toContain("0.250000 USDC charged and not claimed yet; the payer can take it back from 2026-12-01 10:15:00 UTC")
+      expect(String(items[0]?.["cause"])).toContain("failed: ClaimExceedsBalance")
+      expect(items[1]).toMatchObject({ kind: "channel_withdrawing", actorId: withdrawing, amount: "0.250000" })
+      expect(String(items[1]?.["cause"])).toContain("it can finalize at 2026-12-01 10:15:00 UTC; charges are not claimed on chain yet")
 
       // The console's first page lists them with their cause.
       const login = yield* Effect.promise(() =>

@@ -110,7 +110,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", RATE_LIMIT_CLIENT_PER_WINDOW: "1000
       expect(counts.states).toContainEqual({ state: "completed.held", count: 1 })
       expect(counts.states).toContainEqual({ state: "refunded", count: 0 })
       const overview = (yield* get("/machines")).body.data
-      expect(overview.map((k: { kind: string }) => k.kind)).toEqual(["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain"])
+      expect(overview.map((k: { kind: string }) => k.kind)).toEqual(["execution", "settlement", "circuit", "treasury", "withdrawal", "dispute", "webhookDelivery", "chain", "channel"])
       // Two payments settled: the agent's registration and the call.
       expect(overview.find((k: { kind: string }) => k.kind === "settlement").states).toContainEqual({ state: "settled", count: 2 })
 

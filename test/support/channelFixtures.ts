@@ -96,6 +96,8 @@ export interface ChannelRowFixture {
   readonly charged: bigint
   readonly claimed: bigint
   readonly settled?: bigint
+  /** What the contract's totalClaimed was last read as (default: everything claimed landed). */
+  readonly claimedOnChain?: bigint
   /** The machine's context (withdrawRequestedAt, finalizableAt, lastError, claims). */
   readonly context?: Record<string, unknown>
   readonly createdAt?: Date
@@ -114,11 +116,13 @@ export const insertChannel = (sql: SqlClient.SqlClient, f: ChannelRowFixture) =>
     const snapshot = { status: "active", value: f.status, context: { withdrawRequestedAt: null, finalizableAt: null, claims: 0, lastError: null, ...f.context } }
     yield* sql.withTransaction(Effect.gen(function* () {
       yield* sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, charged_cumulative,
-                   claimed_cumulative, settled_cumulative, voucher_max_claimable, voucher_signature, status, machine_snapshot, created_at)
+                   claimed_cumulative, settled_cumulative, voucher_max_claimable, voucher_signature, status, machine_snapshot, created_at,
+                   claimed_on_chain, finalizable_at)
         VALUES (${f.id}, ${f.network}, ${f.config.payer.toLowerCase()}, ${f.config.payerAuthorizer.toLowerCase()}, ${f.config.receiver.toLowerCase()},
                 ${f.config.token.toLowerCase()}, ${f.config.withdrawDelay}, ${f.balance}, ${f.charged}, ${f.claimed}, ${settled},
                 ${f.charged === 0n ? null : f.charged}, ${f.charged === 0n ? null : SIGNATURE}, ${f.status}, ${JSON.stringify(snapshot)}::jsonb,
-                ${f.createdAt ?? new Date()})`
+                ${f.createdAt ?? new Date()}, ${f.claimedOnChain ?? f.claimed},
+                ${typeof f.context?.["finalizableAt"] === "number" ? new Date(f.context["finalizableAt"]) : null})`
       if (f.claimed > 0n) {
         yield* sql`INSERT INTO channel_charges (request_id, channel_id, amount, cumulative_after, voucher_max_claimable, status)
           VALUES (${`req_${f.id.slice(2, 14)}_1`}, ${f.id}, ${f.claimed}, ${f.claimed}, ${f.charged}, 'claimed')`

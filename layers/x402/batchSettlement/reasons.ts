@@ -23,7 +23,10 @@ export const CHANNEL_REASONS = [
   "invalid_batch_settlement_evm_eip6492_factory_not_allowed",
   "invalid_batch_settlement_evm_rpc_read_failed",
   "invalid_batch_settlement_evm_refund_no_balance",
-  "invalid_batch_settlement_evm_refund_amount_invalid"
+  "invalid_batch_settlement_evm_refund_amount_invalid",
+  "invalid_batch_settlement_evm_insufficient_balance",
+  "invalid_batch_settlement_evm_deposit_simulation_failed",
+  "invalid_batch_settlement_evm_deposit_transaction_failed"
 ] as const
 
 export type ChannelReason = (typeof CHANNEL_REASONS)[number]

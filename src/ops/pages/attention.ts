@@ -18,14 +18,13 @@ export const KIND_LABELS: { readonly [K in AttentionKind]: string } = {
   delivery_dead: "Delivery dead-lettered",
   circuit_open: "Circuit open",
   reconciliation_drift: "Reconciliation drift",
-  channel_withdrawing: "Channel withdrawing, charges unclaimed",
-  channel_claim_failed: "Channel claim failed"
+  channel_claim_failed: "Channel claim failed",
+  channel_withdrawing: "Channel withdrawal: claim before it finalizes"
 }
 
 const subject = (item: AttentionItem): Html | string =>
   item.machine !== null ? html`${item.machine} ${actorLink(item.machine, item.actorId)}`
     : item.kind === "webhook_switched_off" ? html`webhook <a class="id" href="${opsPath(["search"], { q: item.actorId })}">${item.actorId}</a>`
-    : item.kind === "channel_withdrawing" || item.kind === "channel_claim_failed" ? html`channel <span class="id">${item.actorId}</span>`
     : html`reconciliation #${item.actorId}`
 
 /** Where the lever is pulled: the actor's page (its form) or, for disputes, the operator API's resolve call. */

@@ -1,6 +1,7 @@
 // One machine kind: its state diagram (from the XState definition) with live counts, then the actors in the chosen state.
 import type { AnyStateMachine } from "xstate"
 import { chainMachine } from "../../../machines/chain.js"
+import { channelMachine } from "../../../machines/channel.js"
 import { circuitMachine } from "../../../machines/circuit.js"
 import { disputeMachine } from "../../../machines/dispute.js"
 import { executionMachine } from "../../../machines/execution.js"
@@ -22,7 +23,8 @@ export const MACHINES: { readonly [K in MachineKind]: AnyStateMachine } = {
   withdrawal: withdrawalMachine,
   dispute: disputeMachine,
   webhookDelivery: deliveryMachine,
-  chain: chainMachine
+  chain: chainMachine,
+  channel: channelMachine
 }
 
 /** States an actor should not sit in for long: marked on the diagrams and the overview. */
@@ -34,7 +36,8 @@ export const PROBLEM_STATES: { readonly [K in MachineKind]: ReadonlyArray<string
   withdrawal: ["failed"],
   dispute: ["escalated"],
   webhookDelivery: ["dead"],
-  chain: []
+  chain: [],
+  channel: ["claimFailed", "withdrawing"]
 }
 
 const GRAPHS = new Map<MachineKind, ReturnType<typeof machineGraph>>()
