@@ -45,11 +45,17 @@ interface ChannelRow {
 }
 
 // A claim every second and a claim as soon as anything is charged: the claims and the settle follow the calls on their own.
-const SETTINGS = { EXECUTION_TIMEOUT_MS: "1500", CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC: "1" }
+const SETTINGS = {
+  EXECUTION_TIMEOUT_MS: "1500",
+  CHANNEL_CLAIM_INTERVAL_SECONDS: "1",
+  CHANNEL_CLAIM_AT_MICRO_USDC: "1",
+  // 101 calls from one payer to one agent in a few seconds: above the default per-window limits.
+  RATE_LIMIT_AGENT_PER_WINDOW: "1000",
+  RATE_LIMIT_CLIENT_PER_WINDOW: "1000"
+}
 
 layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-settlement client", (it) => {
-  it.scoped.skip(
-    // Waits for the channel payment path on POST /api/v1/execute, its refund route and the claim/settle workers.
+  it.scoped(
     "deposits once, pays 100 calls by voucher, refunds the rest; payer, channel on chain and ledger agree",
     () =>
       Effect.gen(function* () {
