@@ -43,7 +43,7 @@ export const waitForClaimsAndSettles = async (databaseUrl: string, timeoutMs: nu
   const started = Date.now()
   for (;;) {
     const [row] = await query<{ charged: string; pending: string; unsettled: string }>(databaseUrl, `SELECT
-      (SELECT count(*) FROM channel_charges WHERE status = 'charged')::text AS charged,
+      (SELECT count(*) FROM channel_charges WHERE status IN ('charged', 'kept'))::text AS charged,
       (SELECT count(*) FROM treasury_txs WHERE purpose LIKE 'channel\\_%' AND state NOT IN ('confirmed', 'reverted', 'dropped'))::text AS pending,
       (SELECT count(*) FROM channels WHERE settled_cumulative < claimed_cumulative)::text AS unsettled`)
     const left = `${row?.charged ?? "?"} charges unclaimed, ${row?.pending ?? "?"} channel transactions not final, ${row?.unsettled ?? "?"} channels not settled`
