@@ -72,5 +72,6 @@ describe("bench:channels report", () => {
     const text = renderChannelsSection(report([phase("exact", "automine", 32, { throughput: 100, p50: 100 })]))
     expect(line(text, "2 s blocks: voucher-paid call, c=1 p50")).toContain("| not measured | not measured |")
     expect(line(text, "≥ 100 vouchers per claim")).toContain("not measured")
+    expect(text).toContain("The official exact stack was not part of this run")
   })
 })
