@@ -38,6 +38,7 @@ export const vouchersPerClaim = (p: PhaseResult) => {
 
 const row = (p: PhaseResult) =>
   `| ${p.mode} | ${p.variant} | ${p.concurrency} | ${p.requests} | **${r(p.throughput)}** | **${t(p.p50)}** | ${t(p.p99)} | ${t(p.cpuMsPerCall["service"] ?? Number.NaN)} | ` +
+  `${t(p.cpuMsPerCall["postgres"] ?? Number.NaN)} | ${t(p.cpuMsPerCall["client"] ?? Number.NaN)} | ` +
   `${p.channels === undefined ? "1" : r(p.channels.httpRequestsPerCall)} | ${r(per1000(p.chain.transactions, p.paidCalls))} | ${thousands(per1000(p.chain.gasUsed, p.paidCalls))} | ${p.errors} |`
 
 const channelRow = (p: PhaseResult) => {
@@ -98,12 +99,14 @@ export const renderChannelsSection = (report: ChannelsReport): string => {
   )
   lines.push("")
   lines.push(
-    "Transactions and gas per 1,000 calls count every transaction of the phase (for channels: the deposits, the claims and the settles after the " +
+    "The client runs on the same two cores: the voucher client signs each voucher inside the measured window (client " +
+      "CPU), while the `exact` calls' authorizations are signed before it. " +
+      "Transactions and gas per 1,000 calls count every transaction of the phase (for channels: the deposits, the claims and the settles after the " +
       "last call) over every call it paid for, warm-up and deposit calls included."
   )
   lines.push("")
-  lines.push("| blocks | payment | c | measured calls | calls/s | p50 ms | p99 ms | service CPU ms/call | HTTP requests/call | transactions / 1,000 calls | gas / 1,000 calls | errors |")
-  lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  lines.push("| blocks | payment | c | measured calls | calls/s | p50 ms | p99 ms | service CPU ms/call | PostgreSQL CPU ms/call | client CPU ms/call | HTTP requests/call | transactions / 1,000 calls | gas / 1,000 calls | errors |")
+  lines.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   for (const p of report.phases) lines.push(row(p))
   lines.push("")
   const channelPhases = report.phases.filter((p) => p.channels !== undefined)
