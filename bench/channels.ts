@@ -8,7 +8,8 @@
 // of every phase. The block time is switched on the running anvil (evm_setAutomine / evm_setIntervalMining).
 //
 // Settings (environment): BENCH_CHANNELS_MODES ("automine,2": automine and/or block times in seconds),
-// BENCH_CHANNELS_VARIANTS ("voucher,exact,official"), BENCH_CHANNELS_SCALE (1: a multiplier of the calls per level),
+// BENCH_CHANNELS_VARIANTS ("voucher,voucher-direct,exact,official"; voucher-direct: the same client paying from the
+// first 402 it saw, one request per call), BENCH_CHANNELS_SCALE (1: a multiplier of the calls per level),
 // BENCH_CHANNELS_CLAIM_INTERVAL (60, the default: the service's CHANNEL_CLAIM_INTERVAL_SECONDS), BENCH_OUTPUT (docs/performance.md),
 // BENCH_CHANNELS_RESULTS (a file to keep the results in as JSON), BENCH_CHANNELS_RENDER (such a file: render, run nothing).
 import { readFile, writeFile } from "node:fs/promises"
@@ -42,11 +43,12 @@ const MODES: ReadonlyArray<Mode> = (process.env["BENCH_CHANNELS_MODES"] ?? "auto
   return { name: `${seconds} s blocks`, blockTime: seconds }
 })
 
-const VARIANTS: ReadonlyArray<Variant> = (process.env["BENCH_CHANNELS_VARIANTS"] ?? "voucher,exact,official").split(",").map((part) => {
+const VARIANTS: ReadonlyArray<Variant> = (process.env["BENCH_CHANNELS_VARIANTS"] ?? "voucher,voucher-direct,exact,official").split(",").map((part) => {
   const text = part.trim()
   if (text === "voucher" || text === "exact") return text
+  if (text === "voucher-direct") return "voucher, one request"
   if (text === "official") return "official exact"
-  throw new Error(`BENCH_CHANNELS_VARIANTS: "${text}" is not voucher, exact or official`)
+  throw new Error(`BENCH_CHANNELS_VARIANTS: "${text}" is not voucher, voucher-direct, exact or official`)
 })
 
 /**
@@ -55,9 +57,10 @@ const VARIANTS: ReadonlyArray<Variant> = (process.env["BENCH_CHANNELS_VARIANTS"]
  */
 const levelsFor = (variant: Variant, mode: Mode): ReadonlyArray<Level> => {
   const scaled = (n: number, min: number) => Math.max(min, Math.round(n * SCALE))
-  const [c1, c32] = variant === "voucher" ? [200, 1600] : mode.blockTime === undefined ? [100, 640] : [20, 320]
+  const byVoucher = variant === "voucher" || variant === "voucher, one request"
+  const [c1, c32] = byVoucher ? [200, 1600] : mode.blockTime === undefined ? [100, 640] : [20, 320]
   return [
-    { concurrency: 1, warmup: variant === "voucher" ? 5 : mode.blockTime === undefined ? 10 : 1, requests: scaled(c1, 3) },
+    { concurrency: 1, warmup: byVoucher ? 5 : mode.blockTime === undefined ? 10 : 1, requests: scaled(c1, 3) },
     { concurrency: 32, warmup: 32, requests: scaled(c32, 32) }
   ]
 }
@@ -101,7 +104,8 @@ const main = async () => {
         offset += 100_000
         try {
           phases.push(
-            variant === "voucher" ? await voucherPhase(infra, agentId, mode, level, CLAIM_INTERVAL)
+            variant === "voucher" || variant === "voucher, one request"
+              ? await voucherPhase(infra, agentId, mode, level, CLAIM_INTERVAL, variant === "voucher, one request")
               : variant === "exact" ? await exactPhase(infra, agentId, mode, level, CLAIM_INTERVAL, offset)
               : await officialPhase(infra, mode, level, offset)
           )

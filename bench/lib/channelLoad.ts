@@ -1,14 +1,45 @@
 // Voucher-paid calls for bench/channels.ts: one official batch-settlement client (@x402/fetch + @x402/evm, unmodified)
 // and one channel per concurrent worker. Every worker's first call deposits (before timing); the measured calls then pay
 // by voucher only, each worker sending its next call as soon as the previous one answered (a closed loop).
+import type { PaymentRequired } from "@x402/core/types"
+import { x402HTTPClient } from "@x402/fetch"
 import type { Hex } from "viem"
 import { type ChannelClient, channelClient, channelResponse, payloadType } from "../../test/support/channelClient.js"
 import { accountAt } from "./payments.js"
 import { at, BenchError, PRICE } from "./params.js"
 import type { RunResult } from "./load.js"
 
+/**
+ * One request per call: the same official client pays from the first 402 it saw instead of asking again each call
+ * (what `wrapFetchWithPayment` does after its probe, through the client's x402HTTPClient); an answer that is a 402 goes
+ * through the client's recovery and one retry, as the wrapper does.
+ */
+const rememberingFetch = (c: ChannelClient, base: typeof fetch): typeof fetch => {
+  const http = new x402HTTPClient(c.client)
+  let remembered: PaymentRequired | undefined
+  const paid = async (required: PaymentRequired, input: Parameters<typeof fetch>[0], init: RequestInit | undefined) => {
+    const payload = await http.createPaymentPayload(required)
+    const headers = new Headers(init?.headers)
+    for (const [k, v] of Object.entries(http.encodePaymentSignatureHeader(payload))) headers.set(k, v)
+    const response = await base(input, { ...init, headers })
+    const result = await http.processPaymentResult(payload, (name) => response.headers.get(name), response.status)
+    return { response, recovered: result.recovered }
+  }
+  return async (input, init) => {
+    if (remembered === undefined) {
+      const probe = await base(input, init)
+      if (probe.status !== 402) return probe
+      const text = await probe.text()
+      const body: unknown = text === "" ? undefined : JSON.parse(text)
+      remembered = http.getPaymentRequiredResponse((name) => probe.headers.get(name), body)
+    }
+    const first = await paid(remembered, input, init)
+    return first.recovered ? (await paid(remembered, input, init)).response : first.response
+  }
+}
+
 export interface ChannelWorkers {
-  readonly clients: ReadonlyArray<ChannelClient>
+  readonly clients: ReadonlyArray<{ readonly fetch: typeof fetch }>
   /** Payloads each client sent in PAYMENT-SIGNATURE, by type ("deposit", "voucher"). */
   readonly sentTypes: () => Readonly<Record<string, number>>
   /** HTTP requests the clients sent (the unpaid first request of every call and its paid retry). */
@@ -16,7 +47,15 @@ export interface ChannelWorkers {
 }
 
 /** `concurrency` clients: payers 1..9 round robin, a channel of their own each (the salt names the worker). */
-export const channelWorkers = (o: { readonly rpcUrl: string; readonly usdc: Hex; readonly concurrency: number; readonly callsPerWorker: number; readonly tag: string }): ChannelWorkers => {
+export const channelWorkers = (o: {
+  readonly rpcUrl: string
+  readonly usdc: Hex
+  readonly concurrency: number
+  readonly callsPerWorker: number
+  readonly tag: string
+  /** One request per call (the first 402 remembered) instead of wrapFetchWithPayment's probe and paid retry. */
+  readonly remember?: boolean
+}): ChannelWorkers => {
   const types: Record<string, number> = {}
   let requests = 0
   const counting: typeof fetch = (input, init) => {
@@ -36,7 +75,8 @@ export const channelWorkers = (o: { readonly rpcUrl: string; readonly usdc: Hex;
       depositCalls: Math.max(3, 3 * o.callsPerWorker + 10),
       fetch: counting
     }))
-  return { clients, sentTypes: () => ({ ...types }), httpRequests: () => requests }
+  const paying = clients.map((c) => ({ fetch: o.remember === true ? rememberingFetch(c, counting) : c.fetch }))
+  return { clients: paying, sentTypes: () => ({ ...types }), httpRequests: () => requests }
 }
 
 /** The answer of a voucher-paid execution: completed, the echo, and PAYMENT-RESPONSE charging the call's price. */
@@ -75,7 +115,7 @@ export const runVoucherLoop = async (workers: ChannelWorkers, origin: string, ag
   let errors = 0
   let done = 0
   let next = 0
-  const worker = async (client: ChannelClient) => {
+  const worker = async (client: { readonly fetch: typeof fetch }) => {
     for (;;) {
       const i = next++
       if (i >= requests) return

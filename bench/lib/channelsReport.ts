@@ -92,7 +92,8 @@ export const renderChannelsSection = (report: ChannelsReport): string => {
     "One chain snapshot and database for every phase; phases one after the other, each with its own fresh service. **voucher**: the unmodified official " +
       "batch-settlement client (`@x402/fetch` `wrapFetchWithPayment` + `@x402/evm`'s `BatchSettlementEvmScheme`), one channel per concurrent worker, " +
       "every worker's deposit made before timing; each call is the client's unpaid request, our 402, and the voucher-paid retry (the HTTP requests per " +
-      "call column). **exact**: our `exact` path with pre-signed x402 v1 `X-PAYMENT` headers (settled through the SettlementBatcher before the answer). " +
+      "call column). **voucher, one request**: the same client paying from the first 402 it saw (its x402HTTPClient, as " +
+      "the wrapper does after its probe), one request per call. **exact**: our `exact` path with pre-signed x402 v1 `X-PAYMENT` headers (settled through the SettlementBatcher before the answer). " +
       `**official exact**: x402-express ${report.officialVersions.x402Express} with the x402 ${report.officialVersions.x402} facilitator (nonce manager) in ` +
       "front of the same echo agent. Blocks: anvil on automine, or mining a block every 2 s (`evm_setIntervalMining`). " +
       `Claims every ${report.claimIntervalSeconds} s (\`CHANNEL_CLAIM_INTERVAL_SECONDS\`); a channel phase ends once every charge is claimed and settled.`

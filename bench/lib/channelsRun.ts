@@ -13,7 +13,8 @@ import { cpuMs, treeCpuMs } from "./proc.js"
 import { type Infra, postmasterPid, servingPid, startMarketplace } from "./servers.js"
 import { blockNumber, rpcCall } from "./snapshot.js"
 
-export type Variant = "voucher" | "exact" | "official exact"
+/** "voucher, one request": the same client paying from the first 402 it saw, without wrapFetchWithPayment's probe per call. */
+export type Variant = "voucher" | "voucher, one request" | "exact" | "official exact"
 
 export interface Level {
   readonly concurrency: number
@@ -101,8 +102,9 @@ const logged = (r: PhaseResult) => {
 /** Channel settings of the service under test (the same for every marketplace phase). */
 export const channelEnv = (claimIntervalSeconds: number): Record<string, string> => ({ CHANNEL_CLAIM_INTERVAL_SECONDS: String(claimIntervalSeconds) })
 
-export const voucherPhase = async (infra: Infra, agentId: string, mode: Mode, level: Level, claimIntervalSeconds: number): Promise<PhaseResult> => {
-  const server = await startMarketplace(infra, { name: `voucher ${mode.name} c=${level.concurrency}`, env: channelEnv(claimIntervalSeconds) })
+export const voucherPhase = async (infra: Infra, agentId: string, mode: Mode, level: Level, claimIntervalSeconds: number, remember = false): Promise<PhaseResult> => {
+  const variant: Variant = remember ? "voucher, one request" : "voucher"
+  const server = await startMarketplace(infra, { name: `${variant} ${mode.name} c=${level.concurrency}`, env: channelEnv(claimIntervalSeconds) })
   try {
     const from = await blockNumber(infra.rpcUrl)
     const workers = channelWorkers({
@@ -110,11 +112,12 @@ export const voucherPhase = async (infra: Infra, agentId: string, mode: Mode, le
       usdc: DEVNET_USDC_ADDRESS,
       concurrency: level.concurrency,
       callsPerWorker: Math.ceil((level.warmup + level.requests) / level.concurrency) + 1,
-      tag: `${mode.name} c=${level.concurrency}`
+      tag: `${variant} ${mode.name} c=${level.concurrency}`,
+      remember
     })
     await depositAll(workers, server.origin, agentId)
     const warm = await runVoucherLoop(workers, server.origin, agentId, level.warmup)
-    if (warm.errors > 0) throw new BenchError(`voucher c=${level.concurrency} warm-up: ${warm.errors} errors:\n${warm.errorSamples.join("\n")}`)
+    if (warm.errors > 0) throw new BenchError(`${variant} c=${level.concurrency} warm-up: ${warm.errors} errors:\n${warm.errorSamples.join("\n")}`)
     const requestsBefore = workers.httpRequests()
     const pid = servingPid(server)
     const cpu = cpuOf(infra, () => cpuMs(pid))
@@ -125,7 +128,7 @@ export const voucherPhase = async (infra: Infra, agentId: string, mode: Mode, le
     const chain = await rangeCost(infra.rpcUrl, from, await blockNumber(infra.rpcUrl))
     const cost = await channelCost(infra.databaseUrl, infra.rpcUrl)
     const paidCalls = level.concurrency + level.warmup + level.requests
-    return logged({ ...summary("voucher", mode, level, run), cpuMsPerCall, chain, paidCalls, channels: { cost, settled, sentTypes: workers.sentTypes(), httpRequestsPerCall } })
+    return logged({ ...summary(variant, mode, level, run), cpuMsPerCall, chain, paidCalls, channels: { cost, settled, sentTypes: workers.sentTypes(), httpRequestsPerCall } })
   } finally {
     await server.child.stop()
   }
