@@ -49,7 +49,7 @@ const channelRow = (p: PhaseResult) => {
     return x === undefined ? "0" : `${x.transactions} (${thousands(x.gasUsed)} gas)`
   }
   const claims = c.cost.byPurpose["channel_claim"]?.transactions ?? 0
-  return `| ${p.mode} | ${p.concurrency} | ${p.paidCalls} | ${of("channel_deposit")} | ${of("channel_claim")} | ${of("channel_settle")} | ` +
+  return `| ${p.mode} | ${p.variant} | ${p.concurrency} | ${p.paidCalls} | ${of("channel_deposit")} | ${of("channel_claim")} | ${of("channel_settle")} | ` +
     `**${r(vouchersPerClaim(p))}** | ${claims === 0 ? "–" : r(c.cost.claimedChannels / claims)} | ${c.settled.done ? `${(c.settled.waitedMs / 1000).toFixed(1)} s` : `not within the wait: ${c.settled.left}`} |`
 }
 
@@ -114,8 +114,8 @@ export const renderChannelsSection = (report: ChannelsReport): string => {
   if (channelPhases.length > 0) {
     lines.push("Channels on chain (the treasury's `channel_*` transactions, confirmed, with their receipts' gas):")
     lines.push("")
-    lines.push("| blocks | c | paid calls | deposits | claims | settles | vouchers per claim | channels per claim | final after the last call |")
-    lines.push("|---|---|---|---|---|---|---|---|---|")
+    lines.push("| blocks | payment | c | paid calls | deposits | claims | settles | vouchers per claim | channels per claim | final after the last call |")
+    lines.push("|---|---|---|---|---|---|---|---|---|---|")
     for (const p of channelPhases) lines.push(channelRow(p))
     lines.push("")
   }

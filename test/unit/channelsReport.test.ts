@@ -61,7 +61,7 @@ describe("bench:channels report", () => {
     // 4 transactions and 400,000 gas for 200 paid calls.
     expect(line(text, "automine | official exact | 32")).toContain("| 20.0 | 2,000,000 |")
     expect(line(text, "automine | voucher | 32")).toContain("| 2.00 |") // HTTP requests per call
-    expect(line(text, "automine | 32 | 200 | 1 (100,000 gas) | 2 (200,000 gas)")).toContain("**150**") // 300 vouchers over 2 claims
+    expect(line(text, "automine | voucher | 32 | 200 | 1 (100,000 gas) | 2 (200,000 gas)")).toContain("**150**") // 300 vouchers over 2 claims
     expect(line(text, "2 s blocks: voucher-paid call, c=1 p50")).toContain("| 30.0 ms | yes |")
     expect(line(text, "2 s blocks: voucher-paid calls at c=32")).toContain("| 10.0× | yes |")
     expect(line(text, "automine: voucher-paid calls at c=32")).toContain("| 1.25× | **no** |")
