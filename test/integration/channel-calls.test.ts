@@ -9,6 +9,7 @@ import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect } from "effect"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { fakeAgent } from "../support/agents.js"
+import { meteredAgent } from "../support/meteredAgent.js"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { devAccount, publicClient, TREASURY } from "../support/clients.js"
 import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type TestChannelConfig } from "../support/channelOpen.js"
@@ -177,5 +178,45 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       expect(deposits[0]?.n).toBe("1")
       const payerAfter = yield* Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
       expect(payerBefore - payerAfter).toBe(100n * PRICE)
+    }))
+
+  it.scoped("a metered call charges what was used under the voucher's ceiling: the channel keeps that, the rest stays the payer's", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* meteredAgent
+      const tokens = { id: "tokens", name: "Tokens", description: "per-token", pricing: { model: "per-token", basePrice: "0.002", currency: "USDC", maxTokens: 10_000 } }
+      const agentId = yield* registerAgent(devAccount(1), agent.url, { capabilities: [tokens] })
+      const payer = devAccount(3)
+      const salt = saltOf(`metered ${Date.now()}`)
+      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const offer = yield* Effect.promise(async () => {
+        const r = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "2500" } }) })
+        return decodePaymentRequiredHeader(r.headers.get("PAYMENT-REQUIRED")!).accepts.find((a) => a.scheme === "batch-settlement")!
+      })
+      const ceiling = BigInt(offer.amount)
+      const header = encodeHeaderJson({
+        x402Version: 2,
+        accepted: offer,
+        payload: { type: "voucher", channelConfig: config, voucher: yield* Effect.promise(() => signVoucher(payer, computeChannelId(config, NETWORK), ceiling.toString(), NETWORK)) }
+      })
+      const response = yield* Effect.promise(() => fetch(`${baseUrl}/api/v1/execute`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "PAYMENT-SIGNATURE": header },
+        body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "2500" } })
+      }))
+      expect(response.status).toBe(200)
+      const json = (yield* Effect.promise(() => response.json())) as { data: { requestId: string } }
+      const [execution] = yield* sql<{ price: string; authorized: string }>`SELECT price::text, authorized::text FROM executions WHERE id = ${json.data.requestId}`.pipe(Effect.orDie)
+      const charged = BigInt(execution!.price)
+      expect(charged).toBeLessThan(ceiling)
+      expect(BigInt(execution!.authorized)).toBe(ceiling)
+      expect(decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!)).toMatchObject({
+        extra: { chargedAmount: charged.toString(), channelState: { chargedCumulativeAmount: charged.toString() } }
+      })
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: charged.toString(), status: "open" })
+      expect(yield* chargesOf(channelId)).toEqual([{ status: "kept", amount: ceiling.toString() }])
+      // No remainder goes out on chain: it never left the channel.
+      const remainders = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM remainders WHERE execution_id = ${json.data.requestId}`.pipe(Effect.orDie)
+      expect(remainders[0]?.n).toBe("0")
     }))
 })
