@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { fakeAgent } from "../support/agents.js"
 import { meteredAgent } from "../support/meteredAgent.js"
+import { marketplace } from "../../sdk/src/client.js"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { devAccount, publicClient, TREASURY } from "../support/clients.js"
 import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type TestChannelConfig } from "../support/channelOpen.js"
@@ -218,5 +219,30 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       // No remainder goes out on chain: it never left the channel.
       const remainders = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM remainders WHERE execution_id = ${json.data.requestId}`.pipe(Effect.orDie)
       expect(remainders[0]?.n).toBe("0")
+    }))
+
+  it.scoped("the SDK pays by channel: the first call deposits, the next is a voucher, closeChannel gives back what was not spent in one transaction", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(6), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`sdk ${Date.now()}`)
+      const market = marketplace({ baseUrl, wallet: payer, channel: { deposit: "0.50", salt } })
+      const usdc = () => Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
+      const before = yield* usdc()
+      for (const text of ["one", "two"]) {
+        const result = yield* Effect.promise(() => market.execute(agentId, "echo", { text }))
+        expect(result.status).toBe("completed")
+      }
+      const channelId = computeChannelId(channelConfigOf(payer, salt), NETWORK).toLowerCase()
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: (2n * PRICE).toString(), status: "open" })
+      const closed = yield* Effect.promise(() => market.closeChannel())
+      expect(closed?.transaction).toMatch(/^0x[0-9a-f]{64}$/)
+      expect(closed?.refunded).toBe((500_000n - 2n * PRICE).toString())
+      // The payer paid exactly its two calls: the deposit went in, the unspent part came back.
+      expect(before - (yield* usdc())).toBe(2n * PRICE)
+      const [row] = yield* sql<{ status: string; claimedOnChain: string }>`SELECT status, claimed_on_chain::text FROM channels WHERE id = ${channelId}`.pipe(Effect.orDie)
+      expect(row).toEqual({ status: expect.stringMatching(/^(drained|closed)$/), claimedOnChain: (2n * PRICE).toString() })
     }))
 })
