@@ -73,6 +73,8 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
         if (response.status !== 200) throw new Error(`${response.status}: ${yield* Effect.promise(() => response.text())} ${response.headers.get("PAYMENT-REQUIRED") ?? ""}`)
         const settle = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!)
         expect(settle).toMatchObject({ success: true, transaction: "", extra: { chargedAmount: PRICE.toString(), channelState: { chargedCumulativeAmount: (PRICE * BigInt(i + 1)).toString() } } })
+        // The signed receipt names the scheme, the channel and what it was charged.
+        expect(settle.extensions?.["receipt"]).toMatchObject({ funding: "channel", scheme: "batch-settlement", channelId, charged: PRICE.toString(), transaction: "" })
         const json = (yield* Effect.promise(() => response.json())) as { data: { status: string; output: { echo: { text: string } } } }
         expect(json.data).toMatchObject({ status: "completed", output: { echo: { text: `call ${i}` } } })
       }
