@@ -17,6 +17,7 @@ import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type T
 import { inject } from "vitest"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n // 0.01 base price + 0.001 platform fee
@@ -246,5 +247,29 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       expect(before - (yield* usdc())).toBe(2n * PRICE)
       const [row] = yield* sql<{ status: string; claimedOnChain: string }>`SELECT status, claimed_on_chain::text FROM channels WHERE id = ${channelId}`.pipe(Effect.orDie)
       expect(row).toEqual({ status: expect.stringMatching(/^(drained|closed)$/), claimedOnChain: (2n * PRICE).toString() })
+    }))
+
+  it.scoped("over MCP: the paid tool's challenge offers the channel, and the official client's voucher in _meta pays the call", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(7), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`mcp ${Date.now()}`)
+      const { channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const { client } = yield* mcpSession("channel-test")
+      const { scheme } = channelFetch(payer, { salt })
+      const args = { targetAgentId: agentId, capabilityId: "echo", input: { text: "over mcp" } }
+      const result = yield* Effect.promise(async () => {
+        const first = await client.callTool({ name: "execute", arguments: args })
+        const required = first.structuredContent as { accepts: ReadonlyArray<{ scheme: string }> }
+        const offer = required.accepts.find((a) => a.scheme === "batch-settlement")
+        if (offer === undefined) throw new Error(`no channel offer: ${JSON.stringify(first.structuredContent)}`)
+        const created = await scheme.createPaymentPayload(2, offer as Parameters<typeof scheme.createPaymentPayload>[1])
+        return client.callTool({ name: "execute", arguments: args, _meta: { "x402/payment": { x402Version: 2, accepted: offer, payload: created.payload } } })
+      })
+      expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+      expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, transaction: "", extra: { chargedAmount: PRICE.toString() } })
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: PRICE.toString(), status: "open" })
     }))
 })
