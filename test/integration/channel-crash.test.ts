@@ -6,8 +6,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { computeChannelId, signVoucher } from "@x402/evm/batch-settlement/client"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
-import { join } from "node:path"
 import pg from "pg"
 import { beforeAll } from "vitest"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
@@ -16,27 +14,13 @@ import { startMachine, stepMachine } from "../../machines/step.js"
 import { fakeAgent } from "../support/agents.js"
 import { devAccount } from "../support/clients.js"
 import { depositOnChain, NETWORK, saltOf } from "../support/channelOpen.js"
-import { PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
+import { embeddedDatabase, PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
 import { ensureBundle, killHard, serverProcess } from "../support/servers.js"
 import { inject } from "vitest"
 
 beforeAll(ensureBundle, 180_000)
 
 const PRICE = 11_000n
-
-const embeddedDatabase = (dataDir: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const port = Number(readFileSync(join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[3])
-      const password = readFileSync(join(dataDir, "postgres.password"), "utf8").trim()
-      const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database: "marketplace" })
-      // The host's kill takes its PostgreSQL with it: the connection's end is expected.
-      client.on("error", () => undefined)
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  )
 
 describe("a channel-paid call across kill -9", () => {
   it.scopedLive("charged, then the host dies before the answer: after the restart the charge goes back, the same header pays the retry once", () =>
