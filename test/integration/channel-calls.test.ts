@@ -69,6 +69,7 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       const treasuryNonce = yield* Effect.promise(() => publicClient().getTransactionCount({ address: TREASURY }))
 
       const { fetch: pay } = channelFetch(payer, { salt })
+      const remaining: Array<number> = []
       for (let i = 0; i < 3; i++) {
         const response = yield* Effect.promise(() => pay(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, `call ${i}`) }))
         if (response.status !== 200) throw new Error(`${response.status}: ${yield* Effect.promise(() => response.text())} ${response.headers.get("PAYMENT-REQUIRED") ?? ""}`)
@@ -78,7 +79,10 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
         expect(settle.extensions?.["receipt"]).toMatchObject({ funding: "channel", scheme: "batch-settlement", channelId, charged: PRICE.toString(), transaction: "" })
         const json = (yield* Effect.promise(() => response.json())) as { data: { status: string; output: { echo: { text: string } } } }
         expect(json.data).toMatchObject({ status: "completed", output: { echo: { text: `call ${i}` } } })
+        remaining.push(Number(response.headers.get("X-RateLimit-Client-Remaining")))
       }
+      // Each call counts once in the payer's rate-limit window.
+      expect([remaining[0]! - remaining[1]!, remaining[1]! - remaining[2]!]).toEqual([1, 1])
       expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: (3n * PRICE).toString(), status: "open" })
       expect(yield* receivable).toBe(3n * PRICE)
       expect(yield* Effect.promise(() => publicClient().getTransactionCount({ address: TREASURY }))).toBe(treasuryNonce)
