@@ -12,6 +12,10 @@ export interface ExecutionReceipt {
   readonly capabilityId: string
   readonly network: string
   readonly transaction: string
+  /** A call paid from credit or by a channel voucher (no settlement of its own); a channel's receipt names it. */
+  readonly funding?: "credit" | "channel"
+  readonly scheme?: "batch-settlement"
+  readonly channelId?: string
   readonly unit: string
   readonly unitsUsed: string
   readonly unitPrice: string

@@ -56,7 +56,9 @@ export const ExecutionRow = Schema.Struct({
   remainderStatus: Schema.optional(Schema.NullOr(Schema.String)),
   remainderTxHash: Schema.optional(Schema.NullOr(Schema.String)),
   /** What paid: the payment row's purpose (`credit` for a call paid from the payer's credit). */
-  paymentPurpose: Schema.optional(Schema.NullOr(Schema.String))
+  paymentPurpose: Schema.optional(Schema.NullOr(Schema.String)),
+  /** A call paid by a batch-settlement voucher: its channel. */
+  paymentChannelId: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type ExecutionRow = typeof ExecutionRow.Type
 /** The row as its machine locks it: with the agent's outstanding debt (null when it owes nothing, as nearly all never do). */
@@ -73,7 +75,7 @@ export class ExecutionsRepo extends Effect.Service<ExecutionsRepo>()("executions
     /** The execution's row; `locked`: as its machine locks it (with the agent's debt), `forUpdate`: with the lock. */
     const selectStatement = (id: string, locked: boolean, forUpdate: boolean) =>
       sql`
-        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256, p.purpose AS payment_purpose,
+        SELECT e.*, p.status AS settlement_state, p.tx_hash AS settlement_tx_hash, p.network AS payment_network, p.header_sha256, p.purpose AS payment_purpose, p.channel_id AS payment_channel_id,
                s.status AS escrow_status, r.status AS refund_status, r.tx_hash AS refund_tx_hash, a.status AS agent_status,
                m.status AS remainder_status, m.tx_hash AS remainder_tx_hash
                ${locked ? sql`, (SELECT d.balance::text FROM ledger_accounts d WHERE d.id = 'agent:' || e.agent_id || ':debt' AND d.balance > 0) AS agent_debt` : sql``}

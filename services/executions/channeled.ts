@@ -23,7 +23,7 @@ import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import type { X402Funding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
-import { meterOf, quoteOf } from "../../src/domain/Pricing.js"
+import { isMetered, meterOf, quoteOf } from "../../src/domain/Pricing.js"
 import { ChannelsRepo } from "../channels/Repo.js"
 import { ChannelTerms } from "../channels/Terms.js"
 import { Circuits } from "../circuits/Circuits.js"
@@ -99,6 +99,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
       // 1. Admit: the checks every paid call makes; a metered capability holds its maximum.
       const { agent, capability, callbackUrl } = yield* check(req)
       const { agentFee, price } = quoteOf(capability, "x402")
+      const metered = isMetered(capability.pricing)
       const priced = paywall.price({
         amount: price,
         resource: `${config.publicBaseUrl}/api/v1/execute`,
@@ -127,12 +128,14 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
 
       const quote = meterOf(capability.pricing).unit === "micro-usdc" ? yield* quotes.forPayer(agent, capability, req.input, payer) : undefined
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
-      const giveBack = yield* rateLimits.admit(agent.id, payer, ctx.limits, "charged")
+      // Rate limits: a new call counts its windows in the reservation's statement (step 3); a repeat of an idempotent
+      // request here, and gives them back (it is no new call).
+      const repeatWindows = Effect.flatMap(rateLimits.admit(agent.id, payer, ctx.limits, "charged"), (giveBack) => giveBack)
       const requestHash = requestHashOf(req, Option.none())
       if (req.idempotencyKey !== undefined) {
         const existing = yield* repo.findIdempotent(payer, req.idempotencyKey)
         if (Option.isSome(existing)) {
-          yield* giveBack
+          yield* repeatWindows
           if (existing.value.requestHash !== requestHash) {
             return yield* new Conflict({ code: "IDEMPOTENCY_CONFLICT", message: "this idempotencyKey was used with a different agent, capability or input", details: { requestId: existing.value.id } })
           }
@@ -206,19 +209,20 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         ]).pipe(Effect.tap((counts) => rateLimits.counted(counts, ctx.limits)))
         return charged
       })).pipe(
-        Effect.catchTag("ChannelRefused", (refused) => Effect.zipRight(giveBack, refuse(refused))),
+        // A refused charge rolled the whole transaction back: no window was counted.
+        Effect.catchTag("ChannelRefused", refuse),
         Effect.catchTag("SqlError", (error): Effect.Effect<ExecuteOutcome, PaymentRequired | RateLimited> => {
           const overRate = rateLimits.refusal(error, now, ctx.limits, "charged")
           if (overRate !== undefined) return overRate
           const overLimit = limitRefusal(error)
-          if (overLimit !== undefined) return Effect.zipRight(giveBack, Effect.fail(priced.refuse(overLimit)))
+          if (overLimit !== undefined) return Effect.fail(priced.refuse(overLimit))
           if (isUniqueViolation(error, "executions_idempotency") && req.idempotencyKey !== undefined) {
             return Effect.flatMap(repo.findIdempotent(payer, req.idempotencyKey).pipe(Effect.orDie), (existing) =>
-              Option.isSome(existing) ? Effect.zipRight(giveBack, answered(existing.value.id, payment)) : Effect.die(error))
+              Option.isSome(existing) ? Effect.zipRight(repeatWindows, answered(existing.value.id, payment)) : Effect.die(error))
           }
           // The same header raced itself: the other request made the call.
           if (isPaymentReplay(error)) {
-            return Effect.flatMap(resent, Option.match({ onNone: () => Effect.die(error), onSome: (id) => Effect.zipRight(giveBack, answered(id, payment)) }))
+            return Effect.flatMap(resent, Option.match({ onNone: () => Effect.die(error), onSome: (id) => answered(id, payment) }))
           }
           return Effect.die(error)
         })
@@ -235,7 +239,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         work: Effect.gen(function* () {
           const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability)
           const after = yield* UnitOfWork.transaction(sql)(Effect.gen(function* () {
-            yield* metering.charge(requestId, outcome, true)
+            if (metered) yield* metering.charge(requestId, outcome, true)
             yield* host.deliver("execution", requestId, outcome.event)
             const row = yield* steppedExecution(requestId)
             if (Option.isSome(row) && row.value.status === "completed") yield* channels.keep(requestId, row.value.price)
@@ -244,7 +248,15 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
           yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
           return after
         }),
-        done: () => answered(requestId, payment)
+        // The row as the record transaction left it: what the channel kept follows from it (no read back).
+        done: (finished) => Option.match(finished, {
+          onNone: () => answered(requestId, payment),
+          onSome: (row) => {
+            const chargedAmount = row.status === "completed" ? row.price : 0n
+            const channel = { channelId: funded.channelId, chargedAmount, chargedCumulative: funded.expected + chargedAmount }
+            return Effect.succeed({ _tag: "Done", view: View.forClient(row, true), payment: { ...payment, channel, receipt: receipts.issue(row) } } satisfies ExecuteOutcome)
+          }
+        })
       })
     }).pipe(sqlErrorsAsDefects, withSpan("Executions.channeled"))
 })

@@ -23,7 +23,10 @@ export interface ReceiptFields {
   /** Empty for a call paid from credit (no settlement: `funding` says so). */
   readonly transaction: string
   /** Only on a call paid from the payer's credit: `credit` (an x402-paid call's receipt has no such field). */
-  readonly funding?: "credit"
+  readonly funding?: "credit" | "channel"
+  /** A call paid by a batch-settlement voucher: the scheme and the channel it was charged to (`charged` is what it took). */
+  readonly scheme?: "batch-settlement"
+  readonly channelId?: string
   /** What a unit is: `call` for flat pricing; metered: `token` (unitPrice per 1,000), `second`, `minute`, `micro-usdc` (dynamic). */
   readonly unit: string
   readonly unitsUsed: string
@@ -62,7 +65,7 @@ export type ReceiptRow = Pick<
   ExecutionRow,
   | "id" | "payer" | "agentId" | "capabilityId" | "input" | "output" | "status" | "price" | "platformFee" | "agentFee"
   | "chainId" | "completedAt" | "settlementState" | "settlementTxHash" | "authorized" | "meterUnit" | "unitPrice" | "unitsUsed"
-  | "paymentPurpose"
+  | "paymentPurpose" | "paymentChannelId"
 >
 
 /** A metered execution's terms once its usage is charged (metering.ts); undefined for flat pricing. */
@@ -82,7 +85,9 @@ export const receiptFields = (row: ReceiptRow, network: string, keyId: string): 
   if (row.status !== "completed" || row.chainId !== null || row.settlementState !== "settled") return undefined
   // A call paid from credit has no settlement transaction: its receipt says `funding: "credit"` instead.
   const credit = row.paymentPurpose === "credit"
-  if ((row.settlementTxHash === null && !credit) || row.completedAt === null || row.output === null) return undefined
+  // A call paid by a channel voucher neither: its receipt names the scheme and the channel charged.
+  const channel = row.paymentPurpose === "channel" && row.paymentChannelId != null ? row.paymentChannelId : undefined
+  if ((row.settlementTxHash === null && !credit && channel === undefined) || row.completedAt === null || row.output === null) return undefined
   // Flat pricing: one unit at the agent's price; the payment authorised exactly the price, all of it charged. Metered
   // (metering.ts): the units used at the unit price (per 1,000 for tokens), the payment authorised the maximum, `price`
   // holds the charge.
@@ -98,6 +103,7 @@ export const receiptFields = (row: ReceiptRow, network: string, keyId: string): 
     network,
     transaction: row.settlementTxHash ?? "",
     ...(credit ? { funding: "credit" as const } : {}),
+    ...(channel === undefined ? {} : { funding: "channel" as const, scheme: "batch-settlement" as const, channelId: channel }),
     unit: metered?.unit ?? "call",
     unitsUsed: (metered?.unitsUsed ?? 1n).toString(),
     unitPrice: (metered?.unitPrice ?? row.agentFee).toString(),

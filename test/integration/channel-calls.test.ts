@@ -9,12 +9,15 @@ import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect } from "effect"
 import { encodeHeaderJson } from "../../layers/x402/v2.js"
 import { fakeAgent } from "../support/agents.js"
+import { meteredAgent } from "../support/meteredAgent.js"
+import { marketplace } from "../../sdk/src/client.js"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { devAccount, publicClient, TREASURY } from "../support/clients.js"
 import { channelConfigOf, channelFetch, NETWORK, openTestChannel, saltOf, type TestChannelConfig } from "../support/channelOpen.js"
 import { inject } from "vitest"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { mcpSession } from "../support/mcp.js"
 import { registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n // 0.01 base price + 0.001 platform fee
@@ -66,14 +69,20 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       const treasuryNonce = yield* Effect.promise(() => publicClient().getTransactionCount({ address: TREASURY }))
 
       const { fetch: pay } = channelFetch(payer, { salt })
+      const remaining: Array<number> = []
       for (let i = 0; i < 3; i++) {
         const response = yield* Effect.promise(() => pay(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: body(agentId, `call ${i}`) }))
         if (response.status !== 200) throw new Error(`${response.status}: ${yield* Effect.promise(() => response.text())} ${response.headers.get("PAYMENT-REQUIRED") ?? ""}`)
         const settle = decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!)
         expect(settle).toMatchObject({ success: true, transaction: "", extra: { chargedAmount: PRICE.toString(), channelState: { chargedCumulativeAmount: (PRICE * BigInt(i + 1)).toString() } } })
+        // The signed receipt names the scheme, the channel and what it was charged.
+        expect(settle.extensions?.["receipt"]).toMatchObject({ funding: "channel", scheme: "batch-settlement", channelId, charged: PRICE.toString(), transaction: "" })
         const json = (yield* Effect.promise(() => response.json())) as { data: { status: string; output: { echo: { text: string } } } }
         expect(json.data).toMatchObject({ status: "completed", output: { echo: { text: `call ${i}` } } })
+        remaining.push(Number(response.headers.get("X-RateLimit-Client-Remaining")))
       }
+      // Each call counts once in the payer's rate-limit window.
+      expect([remaining[0]! - remaining[1]!, remaining[1]! - remaining[2]!]).toEqual([1, 1])
       expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: (3n * PRICE).toString(), status: "open" })
       expect(yield* receivable).toBe(3n * PRICE)
       expect(yield* Effect.promise(() => publicClient().getTransactionCount({ address: TREASURY }))).toBe(treasuryNonce)
@@ -177,5 +186,94 @@ layer(TestApp(), { excludeTestServices: true, timeout: 120_000 })("paid calls by
       expect(deposits[0]?.n).toBe("1")
       const payerAfter = yield* Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
       expect(payerBefore - payerAfter).toBe(100n * PRICE)
+    }))
+
+  it.scoped("a metered call charges what was used under the voucher's ceiling: the channel keeps that, the rest stays the payer's", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* meteredAgent
+      const tokens = { id: "tokens", name: "Tokens", description: "per-token", pricing: { model: "per-token", basePrice: "0.002", currency: "USDC", maxTokens: 10_000 } }
+      const agentId = yield* registerAgent(devAccount(1), agent.url, { capabilities: [tokens] })
+      const payer = devAccount(3)
+      const salt = saltOf(`metered ${Date.now()}`)
+      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const offer = yield* Effect.promise(async () => {
+        const r = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "2500" } }) })
+        return decodePaymentRequiredHeader(r.headers.get("PAYMENT-REQUIRED")!).accepts.find((a) => a.scheme === "batch-settlement")!
+      })
+      const ceiling = BigInt(offer.amount)
+      const header = encodeHeaderJson({
+        x402Version: 2,
+        accepted: offer,
+        payload: { type: "voucher", channelConfig: config, voucher: yield* Effect.promise(() => signVoucher(payer, computeChannelId(config, NETWORK), ceiling.toString(), NETWORK)) }
+      })
+      const response = yield* Effect.promise(() => fetch(`${baseUrl}/api/v1/execute`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "PAYMENT-SIGNATURE": header },
+        body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "2500" } })
+      }))
+      expect(response.status).toBe(200)
+      const json = (yield* Effect.promise(() => response.json())) as { data: { requestId: string } }
+      const [execution] = yield* sql<{ price: string; authorized: string }>`SELECT price::text, authorized::text FROM executions WHERE id = ${json.data.requestId}`.pipe(Effect.orDie)
+      const charged = BigInt(execution!.price)
+      expect(charged).toBeLessThan(ceiling)
+      expect(BigInt(execution!.authorized)).toBe(ceiling)
+      expect(decodePaymentResponseHeader(response.headers.get("PAYMENT-RESPONSE")!)).toMatchObject({
+        extra: { chargedAmount: charged.toString(), channelState: { chargedCumulativeAmount: charged.toString() } }
+      })
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: charged.toString(), status: "open" })
+      expect(yield* chargesOf(channelId)).toEqual([{ status: "kept", amount: ceiling.toString() }])
+      // No remainder goes out on chain: it never left the channel.
+      const remainders = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM remainders WHERE execution_id = ${json.data.requestId}`.pipe(Effect.orDie)
+      expect(remainders[0]?.n).toBe("0")
+    }))
+
+  it.scoped("the SDK pays by channel: the first call deposits, the next is a voucher, closeChannel gives back what was not spent in one transaction", () =>
+    Effect.gen(function* () {
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(6), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`sdk ${Date.now()}`)
+      const market = marketplace({ baseUrl, wallet: payer, channel: { deposit: "0.50", salt } })
+      const usdc = () => Effect.promise(() => publicClient().readContract({ address: inject("usdcAddress"), abi: usdcAbi, functionName: "balanceOf", args: [payer.address] }))
+      const before = yield* usdc()
+      for (const text of ["one", "two"]) {
+        const result = yield* Effect.promise(() => market.execute(agentId, "echo", { text }))
+        expect(result.status).toBe("completed")
+      }
+      const channelId = computeChannelId(channelConfigOf(payer, salt), NETWORK).toLowerCase()
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: (2n * PRICE).toString(), status: "open" })
+      const closed = yield* Effect.promise(() => market.closeChannel())
+      expect(closed?.transaction).toMatch(/^0x[0-9a-f]{64}$/)
+      expect(closed?.refunded).toBe((500_000n - 2n * PRICE).toString())
+      // The payer paid exactly its two calls: the deposit went in, the unspent part came back.
+      expect(before - (yield* usdc())).toBe(2n * PRICE)
+      const [row] = yield* sql<{ status: string; claimedOnChain: string }>`SELECT status, claimed_on_chain::text FROM channels WHERE id = ${channelId}`.pipe(Effect.orDie)
+      expect(row).toEqual({ status: expect.stringMatching(/^(drained|closed)$/), claimedOnChain: (2n * PRICE).toString() })
+    }))
+
+  it.scoped("over MCP: the paid tool's challenge offers the channel, and the official client's voucher in _meta pays the call", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const agent = yield* fakeAgent()
+      const agentId = yield* registerAgent(devAccount(7), agent.url)
+      const payer = devAccount(3)
+      const salt = saltOf(`mcp ${Date.now()}`)
+      const { channelId } = yield* openTestChannel(sql, payer, DEPOSIT, salt)
+      const { client } = yield* mcpSession("channel-test")
+      const { scheme } = channelFetch(payer, { salt })
+      const args = { targetAgentId: agentId, capabilityId: "echo", input: { text: "over mcp" } }
+      const result = yield* Effect.promise(async () => {
+        const first = await client.callTool({ name: "execute", arguments: args })
+        const required = first.structuredContent as { accepts: ReadonlyArray<{ scheme: string }> }
+        const offer = required.accepts.find((a) => a.scheme === "batch-settlement")
+        if (offer === undefined) throw new Error(`no channel offer: ${JSON.stringify(first.structuredContent)}`)
+        const created = await scheme.createPaymentPayload(2, offer as Parameters<typeof scheme.createPaymentPayload>[1])
+        return client.callTool({ name: "execute", arguments: args, _meta: { "x402/payment": { x402Version: 2, accepted: offer, payload: created.payload } } })
+      })
+      expect(result.isError ?? false, JSON.stringify(result.content)).toBe(false)
+      expect(result._meta?.["x402/payment-response"]).toMatchObject({ success: true, transaction: "", extra: { chargedAmount: PRICE.toString() } })
+      expect(yield* channelRow(channelId)).toEqual({ chargedCumulative: PRICE.toString(), status: "open" })
     }))
 })

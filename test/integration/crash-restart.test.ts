@@ -6,7 +6,6 @@
 // completed, and the reconciliation reads zero drift.
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import pg from "pg"
 import { createTestClient, http } from "viem"
@@ -14,7 +13,7 @@ import { beforeAll, inject } from "vitest"
 import { devnetChain } from "../../layers/devnet/anvil.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance } from "../support/clients.js"
-import { PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
+import { embeddedDatabase, PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
 import { ensureBundle, killHard, type ServerProcess, serverProcess } from "../support/servers.js"
 
 beforeAll(ensureBundle, 180_000)
@@ -26,19 +25,6 @@ const UNFINISHED = `
        + (SELECT count(*) FROM refunds WHERE status IN ('pending', 'submitted'))::int
        + (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast'))::int AS n`
 
-
-/** A connection to the service's own embedded PostgreSQL (its port in postmaster.pid, its password beside the cluster). */
-const embeddedDatabase = (dataDir: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const port = Number(readFileSync(join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[3])
-      const password = readFileSync(join(dataDir, "postgres.password"), "utf8").trim()
-      const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database: "marketplace" })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  )
 
 const timedCall = (server: ServerProcess, payer: ReturnType<typeof devAccount>, agentId: string, text: string) =>
   Effect.promise(async () => {

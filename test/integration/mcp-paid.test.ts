@@ -245,7 +245,11 @@ layer(TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "5000", EXECU
       expect(unpaid.structuredContent).toMatchObject({
         x402Version: 2,
         error: "payment_required",
-        accepts: [{ network: "eip155:84532", amount: "11000", payTo: TREASURY }],
+        // `exact`, then a payment channel (x402 batch-settlement) for the same price.
+        accepts: [
+          { scheme: "exact", network: "eip155:84532", amount: "11000", payTo: TREASURY },
+          { scheme: "batch-settlement", network: "eip155:84532", amount: "11000", payTo: TREASURY, extra: { receiverAuthorizer: TREASURY } }
+        ],
         extensions: { "payment-identifier": { info: { required: false } } }
       })
       expect(agent.calls).toHaveLength(0)

@@ -81,8 +81,11 @@ layer(App, { excludeTestServices: true, timeout: 180_000 })("two networks", (it)
       expect(response.status).toBe(402)
       const v1 = (yield* Effect.promise(() => response.json())) as { accepts: Array<{ network: string }> }
       expect(v1.accepts.map((a) => a.network)).toEqual(["base-sepolia"])
-      const v2 = JSON.parse(Buffer.from(response.headers.get("payment-required") ?? "", "base64").toString("utf8")) as { accepts: Array<{ network: string; asset: string }> }
-      expect(v2.accepts.map((a) => a.network)).toEqual(["eip155:84532", "eip155:1"])
+      const v2 = JSON.parse(Buffer.from(response.headers.get("payment-required") ?? "", "base64").toString("utf8")) as { accepts: Array<{ scheme: string; network: string; asset: string }> }
+      // `exact` on both networks first, then a payment channel on each (both devnets hold the channel contracts).
+      expect(v2.accepts.map((a) => [a.scheme, a.network])).toEqual([
+        ["exact", "eip155:84532"], ["exact", "eip155:1"], ["batch-settlement", "eip155:84532"], ["batch-settlement", "eip155:1"]
+      ])
       expect(v2.accepts[1]!.asset.toLowerCase()).toBe(DEVNET_SECOND_USDC_ADDRESS.toLowerCase())
       expect(v2.accepts[0]!.asset.toLowerCase()).toBe(inject("usdcAddress").toLowerCase())
     }))

@@ -48,9 +48,10 @@ export const openTestChannel = (sql: SqlClient.SqlClient, payer: PrivateKeyAccou
   Effect.flatMap(Effect.promise(() => depositOnChain(payer, amount, salt)), ({ config, channelId, hash }) => {
     const started = startMachine(channelMachine, {})
     const opened = stepMachine(channelMachine, started.persisted, { type: "DEPOSIT_INCLUDED", at: Date.now(), txHash: hash, balance: amount.toString() })
-    return sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot)
+    return sql`INSERT INTO channels (id, network, payer, payer_authorizer, receiver, token, withdraw_delay, balance, status, machine_snapshot, salt, receiver_authorizer)
       VALUES (${channelId}, ${"base-sepolia"}, ${payer.address.toLowerCase()}, ${payer.address.toLowerCase()}, ${config.receiver.toLowerCase()},
-              ${config.token.toLowerCase()}, ${config.withdrawDelay}, ${amount.toString()}, 'open', ${JSON.stringify(opened.persisted)}::jsonb)`.pipe(
+              ${config.token.toLowerCase()}, ${config.withdrawDelay}, ${amount.toString()}, 'open', ${JSON.stringify(opened.persisted)}::jsonb,
+              ${config.salt.toLowerCase()}, ${config.receiverAuthorizer.toLowerCase()})`.pipe(
       Effect.orDie,
       Effect.as({ config, channelId })
     )

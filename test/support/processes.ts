@@ -39,6 +39,23 @@ export const pgConnection = (url: string) =>
   )
 
 /** One test database, a data directory, and the settings every server process of the test shares. */
+/**
+ * A connection to a service's own embedded PostgreSQL (its port in postmaster.pid, its password beside the cluster).
+ * A kill of the host takes the database with it: the connection's end is then expected, not an error.
+ */
+export const embeddedDatabase = (dataDir: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const port = Number(readFileSync(join(dataDir, "postgres", "postmaster.pid"), "utf8").split("\n")[3])
+      const password = readFileSync(join(dataDir, "postgres.password"), "utf8").trim()
+      const client = new pg.Client({ host: "127.0.0.1", port, user: "postgres", password, database: "marketplace" })
+      client.on("error", () => undefined)
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => undefined))
+  )
+
 export const sharedSettings = (extra: Record<string, string> = {}) =>
   Effect.gen(function* () {
     const db = yield* freshDatabase
