@@ -7,11 +7,11 @@ import { BATCH_SETTLEMENT_ADDRESS } from "@x402/evm"
 import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect, Schedule } from "effect"
 import { getAddress, type Hex } from "viem"
-import { inject } from "vitest"
+import { beforeAll, inject } from "vitest"
 import { fakeAgent } from "../support/agents.js"
 import { channelClient, payloadType } from "../support/channelClient.js"
 import { bigints } from "../support/channelChain.js"
-import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
+import { devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
@@ -53,6 +53,19 @@ const SETTINGS = {
   RATE_LIMIT_AGENT_PER_WINDOW: "1000",
   RATE_LIMIT_CLIENT_PER_WINDOW: "1000"
 }
+
+// The run's devnet is shared by every test file, and x402BatchSettlement pools what is claimed per receiver: earlier
+// files' claims for the same treasury would ride on this file's settle into the treasury without being this
+// database's. Settle that pool before the service starts (settle is open to anyone), so what it books is its own.
+beforeAll(async () => {
+  const hash = await walletFor(devAccount(7)).writeContract({
+    address: BATCH_SETTLEMENT_ADDRESS,
+    abi: officialBatchSettlementAbi,
+    functionName: "settle",
+    args: [TREASURY, getAddress(inject("usdcAddress"))]
+  })
+  await publicClient().waitForTransactionReceipt({ hash })
+})
 
 layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-settlement client", (it) => {
   it.scoped(
