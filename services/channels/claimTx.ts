@@ -4,36 +4,12 @@
 // (`refundWithSignature` on the authorizer's Refund(channelId, nonce, amount) signature), after a claim of what is
 // charged in the same `multicall` so that the refund can never take charged money.
 import { claimBatchTypes, refundTypes } from "@x402/evm"
-import { type Account, encodeFunctionData, getAddress, type Hex, parseAbi } from "viem"
+import { type Account, encodeFunctionData, getAddress, type Hex } from "viem"
+import { batchSettlementAbi } from "../../layers/x402/batchSettlement/contract.js"
 import { batchSettlementDomain } from "../../layers/x402/batchSettlement/typedData.js"
 
-export const batchSettlementAbi = parseAbi([
-  "struct ChannelConfig { address payer; address payerAuthorizer; address receiver; address receiverAuthorizer; address token; uint40 withdrawDelay; bytes32 salt; }",
-  "struct Voucher { ChannelConfig channel; uint128 maxClaimableAmount; }",
-  "struct VoucherClaim { Voucher voucher; bytes signature; uint128 totalClaimed; }",
-  "function claimWithSignature(VoucherClaim[] voucherClaims, bytes authorizerSignature)",
-  "function settle(address receiver, address token)",
-  "function refundWithSignature(ChannelConfig config, uint128 amount, uint256 nonce, bytes receiverAuthorizerSignature)",
-  "function multicall(bytes[] data) returns (bytes[] results)",
-  "function channels(bytes32 channelId) view returns (uint128 balance, uint128 totalClaimed)",
-  "function receivers(address receiver, address token) view returns (uint128 totalClaimed, uint128 totalSettled)",
-  "function refundNonce(bytes32 channelId) view returns (uint256)",
-  "event Claimed(bytes32 indexed channelId, address indexed receiver, uint128 amount, uint128 totalClaimed)",
-  "event Settled(address indexed receiver, address indexed token, address indexed sender, uint128 amount)",
-  "event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount, uint256 nonce)",
-  "event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 initiatedAt)",
-  "event WithdrawFinalized(bytes32 indexed channelId, address indexed payer, uint128 amount)",
-  "error InvalidVoucherSignature(bytes32 channelId)",
-  "error ClaimAboveVoucher(bytes32 channelId)",
-  "error ClaimBelowClaimed(bytes32 channelId)",
-  "error ClaimExceedsBalance(bytes32 channelId)",
-  "error InvalidAuthorizerSignature()",
-  "error MixedReceiverAuthorizers()",
-  "error Unauthorized()",
-  "error InvalidRefundNonce(uint256 expected)",
-  "error ReentrancyGuardReentrantCall()",
-  "error TransferFailed()"
-])
+/** One ABI fragment of x402BatchSettlement for every call our side makes (deposits, claims, settles, refunds). */
+export { batchSettlementAbi } from "../../layers/x402/batchSettlement/contract.js"
 
 /** The most channels one claim transaction carries (about 5.4M gas at 26k per channel: a fraction of a block). */
 export const CLAIM_BATCH_MAX = 200

@@ -1,6 +1,6 @@
-// The calls we send to x402BatchSettlement and the logs we read back, as typed ABI fragments (the full ABI is
-// layers/devnet/channels/x402BatchSettlement.generated.ts): `deposit(config, amount, collector, collectorData)` with the
-// ERC-3009 deposit collector's data, `channels(id)`, and the `Deposited` log that reports the channel's balance.
+// The calls we send to x402BatchSettlement and the logs we read back, as one typed ABI fragment (the full ABI is
+// layers/devnet/channels/x402BatchSettlement.generated.ts): deposits (with the ERC-3009 deposit collector's data),
+// claims, settles, refunds and the reads and logs the channel workers follow; the `Deposited` log's balance.
 import { BATCH_SETTLEMENT_ADDRESS, ERC3009_DEPOSIT_COLLECTOR_ADDRESS } from "@x402/evm"
 import { decodeEventLog, encodeAbiParameters, encodeFunctionData, getAddress, type Hex, parseAbi, parseErc6492Signature } from "viem"
 import type { VerifiedDepositAuthorization } from "./deposit.js"
@@ -8,12 +8,34 @@ import type { ChannelConfig } from "./payloads.js"
 
 export const batchSettlementAbi = parseAbi([
   "struct ChannelConfig { address payer; address payerAuthorizer; address receiver; address receiverAuthorizer; address token; uint40 withdrawDelay; bytes32 salt; }",
+  "struct Voucher { ChannelConfig channel; uint128 maxClaimableAmount; }",
+  "struct VoucherClaim { Voucher voucher; bytes signature; uint128 totalClaimed; }",
   "function deposit(ChannelConfig config, uint128 amount, address collector, bytes collectorData)",
+  "function claimWithSignature(VoucherClaim[] voucherClaims, bytes authorizerSignature)",
+  "function settle(address receiver, address token)",
+  "function refundWithSignature(ChannelConfig config, uint128 amount, uint256 nonce, bytes receiverAuthorizerSignature)",
+  "function multicall(bytes[] data) returns (bytes[] results)",
   "function channels(bytes32 channelId) view returns (uint128 balance, uint128 totalClaimed)",
+  "function receivers(address receiver, address token) view returns (uint128 totalClaimed, uint128 totalSettled)",
+  "function refundNonce(bytes32 channelId) view returns (uint256)",
   "event Deposited(bytes32 indexed channelId, address indexed sender, uint128 amount, uint128 balance)",
+  "event Claimed(bytes32 indexed channelId, address indexed receiver, uint128 amount, uint128 totalClaimed)",
+  "event Settled(address indexed receiver, address indexed token, address indexed sender, uint128 amount)",
+  "event Refunded(bytes32 indexed channelId, address indexed payer, uint128 amount, uint256 nonce)",
+  "event WithdrawInitiated(bytes32 indexed channelId, uint128 amount, uint40 initiatedAt)",
+  "event WithdrawFinalized(bytes32 indexed channelId, address indexed payer, uint128 amount)",
   "error InvalidAmount()",
   "error InvalidConfig()",
   "error DepositNotReceived(uint256 expected, uint256 received)",
+  "error InvalidVoucherSignature(bytes32 channelId)",
+  "error ClaimAboveVoucher(bytes32 channelId)",
+  "error ClaimBelowClaimed(bytes32 channelId)",
+  "error ClaimExceedsBalance(bytes32 channelId)",
+  "error InvalidAuthorizerSignature()",
+  "error MixedReceiverAuthorizers()",
+  "error Unauthorized()",
+  "error InvalidRefundNonce(uint256 expected)",
+  "error ReentrancyGuardReentrantCall()",
   "error TransferFailed()"
 ])
 
