@@ -27,13 +27,35 @@ export type ChannelEvent =
   | { readonly type: "CLAIM_FAILED"; readonly at: number; readonly reason: string }
   /** A settle moved claimed money to the receiver (our treasury); `unsettled` is what stays claimed but unsettled. */
   | { readonly type: "SETTLED"; readonly at: number; readonly txHash: string; readonly amount: string; readonly unsettled: string }
-  /** The receiver refunded the unclaimed balance to the payer (a cooperative close). */
-  | { readonly type: "REFUNDED"; readonly at: number; readonly txHash: string; readonly amount: string; readonly unsettled: string }
+  /**
+   * The receiver refunded `amount` of the unclaimed balance to the payer (a cooperative refund). `balance`: the channel's
+   * on-chain balance after it; `left`: what of it is still unclaimed. A refund that leaves something unclaimed is partial:
+   * the channel stays where it was; otherwise (or without `left`, as recorded before partial refunds) the payer left.
+   */
+  | {
+    readonly type: "REFUNDED"
+    readonly at: number
+    readonly txHash: string
+    readonly amount: string
+    readonly unsettled: string
+    readonly balance?: string
+    readonly left?: string
+  }
   /** The payer finalized the withdrawal: the unclaimed balance went back to the payer. */
   | { readonly type: "WITHDRAW_FINALIZED"; readonly at: number; readonly txHash: string; readonly amount: string; readonly unsettled: string }
 
 /** Nothing claimed waits for its settle: the channel can close at once. */
 const allSettled = ({ event }: { readonly event: ChannelEvent }) => "unsettled" in event && event.unsettled === "0"
+
+/** A partial refund: the payer took back part of the unclaimed balance and can still pay from the rest. */
+const partial = ({ event }: { readonly event: ChannelEvent }) =>
+  event.type === "REFUNDED" && event.left !== undefined && event.balance !== undefined && BigInt(event.left) > 0n
+
+/** A partial refund keeps the state; the row's balance mirror comes down to the chain's. */
+const refundedPart = {
+  guard: "partial" as const,
+  actions: { type: "mirrorRefund" as const, params: ({ event }: { readonly event: ChannelEvent }) => ({ balance: event.type === "REFUNDED" ? event.balance ?? "0" : "0" }) }
+}
 
 export const channelMachine = setup({
   types: {
@@ -44,6 +66,8 @@ export const channelMachine = setup({
   actions: {
     /** Host: the row's balance mirror takes the on-chain balance. */
     mirrorBalance: (_, _params: { readonly balance: string }) => {},
+    /** Host: after a partial refund the row's balance mirror comes down to the on-chain balance. */
+    mirrorRefund: (_, _params: { readonly balance: string }) => {},
     /** Host: a durable timer so that a claim of everything charged lands before the payer can finalize. */
     claimBefore: (_, _params: { readonly at: number }) => {},
     /** Host: the claimed amount moves from the channel's receivable to claimed-unsettled (ledger, same transaction). */
@@ -65,6 +89,7 @@ export const channelMachine = setup({
   },
   guards: {
     allSettled,
+    partial,
     withdrawing: ({ context }) => context.withdrawRequestedAt !== null
   }
 }).createMachine({
@@ -99,7 +124,7 @@ export const channelMachine = setup({
         CLAIMED: { actions: ["countClaim", { type: "bookClaim", params: ({ event }) => ({ totalClaimed: event.totalClaimed }) }] },
         CLAIM_FAILED: "claimFailed",
         SETTLED: { actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } },
-        REFUNDED: leave("refunded")
+        REFUNDED: [refundedPart, ...leave("refunded")]
       }
     },
     withdrawing: {
@@ -107,7 +132,7 @@ export const channelMachine = setup({
         CLAIMED: { actions: ["countClaim", { type: "bookClaim", params: ({ event }) => ({ totalClaimed: event.totalClaimed }) }] },
         CLAIM_FAILED: "claimFailed",
         SETTLED: { actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } },
-        REFUNDED: leave("refunded"),
+        REFUNDED: [refundedPart, ...leave("refunded")],
         WITHDRAW_FINALIZED: leave("withdrawn")
       }
     },
@@ -128,7 +153,7 @@ export const channelMachine = setup({
           actions: ["noteWithdraw", { type: "claimBefore", params: ({ event }) => ({ at: event.finalizableAt }) }]
         },
         SETTLED: { actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } },
-        REFUNDED: leave("refunded"),
+        REFUNDED: [refundedPart, ...leave("refunded")],
         WITHDRAW_FINALIZED: leave("withdrawn")
       }
     },

@@ -75,6 +75,25 @@ describe("channel machine", () => {
     expect(actionsOf(refunded, "writeOffUnclaimed")).toEqual([{ reason: "refunded" }])
   })
 
+  it("a partial refund keeps the channel open with its balance mirror lowered; refunding the rest drains it", () => {
+    const steps = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "2000000", unsettled: "0", balance: "3000000", left: "3000000" },
+      { type: "REFUNDED", at: T0 + 6, txHash: "0xr2", amount: "2600000", unsettled: "400000", balance: "400000", left: "0" }
+    ])
+    expect(steps.map((s) => s.state)).toEqual(["open", "drained"])
+    expect(actionsOf(steps[0]!, "mirrorRefund")).toEqual([{ balance: "3000000" }])
+    expect(actionsOf(steps[0]!, "writeOffUnclaimed")).toEqual([])
+    expect(actionsOf(steps[1]!, "writeOffUnclaimed")).toEqual([{ reason: "refunded" }])
+    // A refund recorded before partial refunds existed (no `left`) still means the payer left.
+    expect(last(run(opened(), [{ type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "1", unsettled: "0" }])).state).toBe("closed")
+    // A partial refund while the payer withdraws: the withdrawal goes on.
+    const withdrawing = run(opened(), [
+      { type: "WITHDRAW_INITIATED", at: T0 + 10, finalizableAt: T0 + 100 },
+      { type: "REFUNDED", at: T0 + 11, txHash: "0xr3", amount: "1000000", unsettled: "0", balance: "4000000", left: "4000000" }
+    ])
+    expect(withdrawing.map((s) => s.state)).toEqual(["withdrawing", "withdrawing"])
+  })
+
   it("a failed claim is a problem state that raises attention; a later claim returns to where the channel was", () => {
     const fromOpen = run(opened(), [
       { type: "CLAIM_FAILED", at: T0 + 1, reason: "reverted" },
