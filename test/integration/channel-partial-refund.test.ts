@@ -8,8 +8,9 @@ import { getAddress, type Hex } from "viem"
 import { beforeAll, inject } from "vitest"
 import { fakeAgent } from "../support/agents.js"
 import { bigints } from "../support/channelChain.js"
-import { channelClient, payloadType } from "../support/channelClient.js"
-import { devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
+import { channelClient, payloadType, recordingFetch } from "../support/channelClient.js"
+import { settleSharedPool } from "../support/channelPool.js"
+import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
@@ -28,16 +29,8 @@ const onChain = (channelId: string) =>
     return { balance, totalClaimed }
   })
 
-// The devnet is shared by every test file: settle the pool other files claimed for the treasury before this one starts.
-beforeAll(async () => {
-  const hash = await walletFor(devAccount(7)).writeContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: officialBatchSettlementAbi,
-    functionName: "settle",
-    args: [TREASURY, getAddress(inject("usdcAddress"))]
-  })
-  await publicClient().waitForTransactionReceipt({ hash })
-})
+// Claims of earlier files on the shared devnet must not ride on this file's settle.
+beforeAll(settleSharedPool)
 
 layer(TestApp({ CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC: "1" }), { excludeTestServices: true })("a partial channel refund", (it) => {
   it.scoped(
@@ -50,12 +43,7 @@ layer(TestApp({ CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC
         const payer = devAccount(8)
         const payerBefore = yield* Effect.promise(() => usdcBalance(payer.address))
         const sent: Array<string> = []
-        const recording: typeof fetch = (input, init) => {
-          const header = input instanceof Request ? input.headers.get("payment-signature") : null
-          if (header !== null) sent.push(header)
-          return fetch(input, init)
-        }
-        const client = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), salt: "partial refund test", depositCalls: 100, fetch: recording })
+        const client = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), salt: "partial refund test", depositCalls: 100, fetch: recordingFetch(sent) })
         const pay = (n: number) =>
           Effect.promise(async () => {
             const response = await client.fetch(`${baseUrl}/api/v1/execute`, {
