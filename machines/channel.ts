@@ -1,7 +1,7 @@
 // A payer's x402 batch-settlement channel with our treasury as receiver: depositPending (the deposit is sent, not yet
 // included) → open (paid calls charge vouchers against it) → withdrawing (the payer started a withdrawal: no new
 // charges, claim what is charged before it can be finalized) → drained (nothing the payer can still spend with us;
-// claimed money may wait for its settle) → closed. A claim that fails parks the channel in claimFailed until a claim
+// claimed money may wait for its settle) → closed; a new deposit into a drained or closed channel opens it again. A claim that fails parks the channel in claimFailed until a claim
 // lands; a deposit that never lands ends in depositFailed. Charges themselves are not events: they are the one-statement
 // compare-and-set on the channel row (services/channels/Repo.ts), allowed only while the row's state is `open`.
 import { assign, setup } from "xstate"
@@ -51,10 +51,22 @@ const allSettled = ({ event }: { readonly event: ChannelEvent }) => "unsettled" 
 const partial = ({ event }: { readonly event: ChannelEvent }) =>
   event.type === "REFUNDED" && event.left !== undefined && event.balance !== undefined && BigInt(event.left) > 0n
 
+/** The chain's balance after a refund, when the event carries it. */
+const balanceAfterRefund = ({ event }: { readonly event: ChannelEvent }) => ({ balance: event.type === "REFUNDED" ? event.balance ?? null : null })
+
 /** A partial refund keeps the state; the row's balance mirror comes down to the chain's. */
-const refundedPart = {
-  guard: "partial" as const,
-  actions: { type: "mirrorRefund" as const, params: ({ event }: { readonly event: ChannelEvent }) => ({ balance: event.type === "REFUNDED" ? event.balance ?? "0" : "0" }) }
+const refundedPart = { guard: "partial" as const, actions: { type: "setBalance" as const, params: balanceAfterRefund } }
+
+/**
+ * A deposit into a channel the payer had left (the official client deposits again into the same channel after a full
+ * refund): it opens again, its cumulative figures going on from where they were, its balance the chain's.
+ */
+const reopen = {
+  target: "open" as const,
+  actions: [
+    { type: "setBalance" as const, params: ({ event }: { readonly event: ChannelEvent }) => ({ balance: event.type === "DEPOSIT_INCLUDED" ? event.balance : null }) },
+    { type: "announce" as const, params: { outcome: "opened" as const } }
+  ]
 }
 
 export const channelMachine = setup({
@@ -66,8 +78,8 @@ export const channelMachine = setup({
   actions: {
     /** Host: the row's balance mirror takes the on-chain balance. */
     mirrorBalance: (_, _params: { readonly balance: string }) => {},
-    /** Host: after a partial refund the row's balance mirror comes down to the on-chain balance. */
-    mirrorRefund: (_, _params: { readonly balance: string }) => {},
+    /** Host: the row's balance mirror takes the chain's figure as it is (after a refund; a deposit reopening the channel). */
+    setBalance: (_, _params: { readonly balance: string | null }) => {},
     /** Host: a durable timer so that a claim of everything charged lands before the payer can finalize. */
     claimBefore: (_, _params: { readonly at: number }) => {},
     /** Host: the claimed amount moves from the channel's receivable to claimed-unsettled (ledger, same transaction). */
@@ -161,25 +173,24 @@ export const channelMachine = setup({
     drained: {
       entry: { type: "announce", params: { outcome: "drained" } },
       on: {
+        DEPOSIT_INCLUDED: reopen,
         SETTLED: [
           { guard: "allSettled", target: "closed", actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } },
           { actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } }
         ]
       }
     },
-    closed: { type: "final", entry: { type: "announce", params: { outcome: "closed" } } },
+    /** Nothing left with us; a new deposit into the same channel opens it again. */
+    closed: { entry: { type: "announce", params: { outcome: "closed" } }, on: { DEPOSIT_INCLUDED: reopen } },
     depositFailed: { type: "final", entry: { type: "announce", params: { outcome: "failed" } } }
   }
 })
 
 /** The payer's money leaves (refund or finalized withdrawal): write off what was never claimed, then drain or close. */
 function leave(reason: "withdrawn" | "refunded") {
+  const actions = [{ type: "writeOffUnclaimed" as const, params: { reason } }, { type: "setBalance" as const, params: balanceAfterRefund }]
   return [
-    {
-      guard: ({ event }: { readonly event: ChannelEvent }) => allSettled({ event }),
-      target: "closed",
-      actions: [{ type: "writeOffUnclaimed" as const, params: { reason } }]
-    },
-    { target: "drained", actions: [{ type: "writeOffUnclaimed" as const, params: { reason } }] }
+    { guard: ({ event }: { readonly event: ChannelEvent }) => allSettled({ event }), target: "closed", actions },
+    { target: "drained", actions }
   ]
 }

@@ -81,9 +81,10 @@ describe("channel machine", () => {
       { type: "REFUNDED", at: T0 + 6, txHash: "0xr2", amount: "2600000", unsettled: "400000", balance: "400000", left: "0" }
     ])
     expect(steps.map((s) => s.state)).toEqual(["open", "drained"])
-    expect(actionsOf(steps[0]!, "mirrorRefund")).toEqual([{ balance: "3000000" }])
+    expect(actionsOf(steps[0]!, "setBalance")).toEqual([{ balance: "3000000" }])
     expect(actionsOf(steps[0]!, "writeOffUnclaimed")).toEqual([])
     expect(actionsOf(steps[1]!, "writeOffUnclaimed")).toEqual([{ reason: "refunded" }])
+    expect(actionsOf(steps[1]!, "setBalance")).toEqual([{ balance: "400000" }])
     // A refund recorded before partial refunds existed (no `left`) still means the payer left.
     expect(last(run(opened(), [{ type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "1", unsettled: "0" }])).state).toBe("closed")
     // A partial refund while the payer withdraws: the withdrawal goes on.
@@ -92,6 +93,24 @@ describe("channel machine", () => {
       { type: "REFUNDED", at: T0 + 11, txHash: "0xr3", amount: "1000000", unsettled: "0", balance: "4000000", left: "4000000" }
     ])
     expect(withdrawing.map((s) => s.state)).toEqual(["withdrawing", "withdrawing"])
+  })
+
+  it("a deposit into a channel the payer left opens it again with the chain's balance", () => {
+    const fromDrained = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "4600000", unsettled: "400000", balance: "400000", left: "0" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 6, txHash: "0xd2", balance: "1400000" },
+      { type: "SETTLED", at: T0 + 7, txHash: "0xs1", amount: "400000", unsettled: "0" }
+    ])
+    expect(fromDrained.map((s) => s.state)).toEqual(["drained", "open", "open"])
+    expect(actionsOf(fromDrained[1]!, "setBalance")).toEqual([{ balance: "1400000" }])
+    expect(actionsOf(fromDrained[1]!, "announce")).toEqual([{ outcome: "opened" }])
+    // The settle of what was claimed before is still booked once the channel is open again.
+    expect(actionsOf(fromDrained[2]!, "bookSettle")).toEqual([{ amount: "400000" }])
+    const fromClosed = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "5000000", unsettled: "0", balance: "0", left: "0" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 6, txHash: "0xd2", balance: "1000000" }
+    ])
+    expect(fromClosed.map((s) => s.state)).toEqual(["closed", "open"])
   })
 
   it("a failed claim is a problem state that raises attention; a later claim returns to where the channel was", () => {

@@ -1,6 +1,7 @@
-// A partial cooperative refund (the official client's `refund(url, { amount })`) gives the payer part of the unclaimed
-// balance back and keeps the channel open: the row's balance comes down to the chain's, later calls still pay by voucher
-// against what is left, and a full refund afterwards drains it. Payer, channel on chain and ledger agree throughout.
+// Cooperative refunds with the official client: a partial one (`refund(url, { amount })`) gives the payer part of the
+// unclaimed balance back and keeps the channel open (the row's balance comes down to the chain's, later calls still pay
+// by voucher against what is left); a full one drains it; and a payer who comes back deposits into the same channel
+// again (the client's default), which opens it again. Payer, channel on chain and ledger agree throughout.
 import { expect, layer } from "@effect/vitest"
 import { BATCH_SETTLEMENT_ADDRESS } from "@x402/evm"
 import { Effect, Schedule } from "effect"
@@ -32,9 +33,9 @@ const onChain = (channelId: string) =>
 // Claims of earlier files on the shared devnet must not ride on this file's settle.
 beforeAll(settleSharedPool)
 
-layer(TestApp({ CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC: "1" }), { excludeTestServices: true })("a partial channel refund", (it) => {
+layer(TestApp({ CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC: "1" }), { excludeTestServices: true })("channel refunds", (it) => {
   it.scoped(
-    "refunds part of the unclaimed balance and keeps the channel open for vouchers; a full refund then drains it",
+    "a partial refund keeps the channel open for vouchers; a full refund drains it; a new deposit opens it again",
     () =>
       Effect.gen(function* () {
         const { baseUrl, sql } = yield* TestEnv
@@ -87,10 +88,22 @@ layer(TestApp({ CHANNEL_CLAIM_INTERVAL_SECONDS: "1", CHANNEL_CLAIM_AT_MICRO_USDC
           Effect.filterOrFail((r) => r.status === "drained" || r.status === "closed"),
           Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("30 seconds")))
         )
-        expect(drained.chargedCumulative).toBe(String(5n * PRICE))
+        expect(drained).toMatchObject({ chargedCumulative: String(5n * PRICE), balance: String(5n * PRICE) })
+
+        // The payer comes back: the client deposits into the same channel (same config and salt) and it opens again.
+        const again = sent.length
+        for (let n = 5; n < 7; n++) expect(yield* pay(n)).toMatchObject({ status: 200, body: { data: { status: "completed" } } })
+        expect(sent.slice(again).map(payloadType).filter((t) => t === "deposit")).toHaveLength(1)
+        const reopened = yield* row
+        expect(reopened).toMatchObject({ id: channel.id, balance: String(5n * PRICE + DEPOSIT), chargedCumulative: String(7n * PRICE), status: "open" })
+        const last = yield* Effect.promise(() => client.scheme.refund(`${baseUrl}/api/v1/channels/refund`))
+        expect(last.success).toBe(true)
+        expect(yield* onChain(channel.id)).toEqual({ balance: 7n * PRICE, totalClaimed: 7n * PRICE })
+        expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(payerBefore - 7n * PRICE)
+
         // Everything claimed gets settled on the workers' schedule; then the treasury's ledger equals the chain.
         yield* sql<{ settled: string }>`SELECT settled_cumulative::text AS settled FROM channels WHERE id = ${channel.id}`.pipe(
-          Effect.filterOrFail((rows) => rows[0]?.settled === String(5n * PRICE)),
+          Effect.filterOrFail((rows) => rows[0]?.settled === String(7n * PRICE)),
           Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("60 seconds")))
         )
         expect(yield* ledgerMatchesChain).toBe(0n)
