@@ -141,6 +141,9 @@ export const channelMachine = setup({
     },
     withdrawing: {
       on: {
+        // A deposit sent while the channel was open and included after the payer started withdrawing: its money is in
+        // the channel (the withdrawal may take it back); the mirror follows the chain.
+        DEPOSIT_INCLUDED: { actions: { type: "mirrorBalance", params: ({ event }) => ({ balance: event.balance }) } },
         CLAIMED: { actions: ["countClaim", { type: "bookClaim", params: ({ event }) => ({ totalClaimed: event.totalClaimed }) }] },
         CLAIM_FAILED: "claimFailed",
         SETTLED: { actions: { type: "bookSettle", params: ({ event }) => ({ amount: event.amount }) } },
@@ -161,6 +164,7 @@ export const channelMachine = setup({
           { target: "open", actions: ["countClaim", { type: "bookClaim", params: ({ event }) => ({ totalClaimed: event.totalClaimed }) }] }
         ],
         CLAIM_FAILED: { actions: "noteError" },
+        DEPOSIT_INCLUDED: { actions: { type: "mirrorBalance", params: ({ event }) => ({ balance: event.balance }) } },
         WITHDRAW_INITIATED: {
           actions: ["noteWithdraw", { type: "claimBefore", params: ({ event }) => ({ at: event.finalizableAt }) }]
         },

@@ -113,6 +113,18 @@ describe("channel machine", () => {
     expect(fromClosed.map((s) => s.state)).toEqual(["closed", "open"])
   })
 
+  it("a deposit included after the payer started withdrawing, or while a claim fails, is mirrored", () => {
+    const steps = run(opened(), [
+      { type: "WITHDRAW_INITIATED", at: T0 + 10, finalizableAt: T0 + 100 },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 11, txHash: "0xd2", balance: "7000000" },
+      { type: "CLAIM_FAILED", at: T0 + 12, reason: "reverted" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 13, txHash: "0xd3", balance: "8000000" }
+    ])
+    expect(steps.map((s) => s.state)).toEqual(["withdrawing", "withdrawing", "claimFailed", "claimFailed"])
+    expect(actionsOf(steps[1]!, "mirrorBalance")).toEqual([{ balance: "7000000" }])
+    expect(actionsOf(steps[3]!, "mirrorBalance")).toEqual([{ balance: "8000000" }])
+  })
+
   it("a failed claim is a problem state that raises attention; a later claim returns to where the channel was", () => {
     const fromOpen = run(opened(), [
       { type: "CLAIM_FAILED", at: T0 + 1, reason: "reverted" },
