@@ -139,8 +139,8 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
      * The settlement receipt `{success, transaction, network, payer}` in the terms of the payer's version, with a paid
      * call's signed receipt under `extensions.receipt` when given.
      */
-    const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string }, signed?: unknown) =>
-      settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer }, signed)
+    const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string; readonly amount?: bigint | undefined }, signed?: unknown) =>
+      settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer, amount: settlement.amount }, signed)
 
     return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2, caip2For: verifier.caip2For } as const
   }),
