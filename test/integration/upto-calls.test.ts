@@ -69,10 +69,21 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       const { agentId, url } = yield* setup
       const payer = devAccount(8)
       const [payerBefore, treasuryBefore] = [yield* balance(payer.address), yield* balance(TREASURY)]
-      const paid = yield* post(uptoClient(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc() }), url, { targetAgentId: agentId, capabilityId: "tokens", input: { units: "3000" } })
+      const paid = yield* Effect.promise(async () => {
+        // #region docs:upto-pay
+        const payWithUpto = uptoClient(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc() })
+        const answer = await payWithUpto(url, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "3000" } })
+        })
+        const settled = decodePaymentResponseHeader(answer.headers.get("PAYMENT-RESPONSE") ?? "") // { success, transaction, amount: what the call used }
+        // #endregion
+        return { status: answer.status, body: (await answer.json()) as Record<string, any>, settled }
+      })
       expect(paid.status, JSON.stringify(paid.body)).toBe(200)
       expect(paid.body["data"]).toMatchObject({ status: "completed", output: { ok: true }, settlement: { status: "settled" }, metering: { authorized: "0.021000", charged: "0.007000" } })
-      const response = decodePaymentResponseHeader(paid.headers.get("payment-response") ?? "")
+      const response = paid.settled
       expect(response).toMatchObject({ success: true, network: "eip155:84532", amount: charge(3_000n).toString() })
       expect(response.extensions?.["receipt"]).toMatchObject({ scheme: "upto", authorized: MAXIMUM.toString(), charged: charge(3_000n).toString() })
       // One settle, from our writer, moving the charge: the payer paid it, the treasury got it.
