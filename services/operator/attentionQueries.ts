@@ -50,7 +50,9 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
     case "settlement_failed":
       return sql`SELECT 'settlement' AS machine, t.id AS actor_id, NULL AS agent_id, t.amount::text AS amount, t.updated_at AS since,
           format('settlement failed: %s', coalesce(t.failure_reason, 'no reason recorded')) AS cause, NULL AS lever, NULL AS lever_target
-        FROM payments t WHERE t.status = 'failed' AND t.updated_at > ${ago(SETTLEMENT_FAILED_WINDOW_MS)}`
+        FROM payments t WHERE t.status = 'failed' AND t.updated_at > ${ago(SETTLEMENT_FAILED_WINDOW_MS)}
+          -- An upto authorization whose call failed was never to settle: nothing to attend to.
+          AND NOT (t.purpose = 'upto' AND t.upto_charged IS NULL)`
     case "treasury_stuck":
       return sql`SELECT 'treasury' AS machine, t.id AS actor_id, NULL AS agent_id,
           coalesce(CASE t.purpose
