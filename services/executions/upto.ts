@@ -114,17 +114,17 @@ export const uptoPaying = (scope: Scope.Scope, timing: Timing) => Effect.gen(fun
       // 2. Fund: a re-sent header answers its own call; a new one is verified before anything is reserved.
       const raw = credential.raw.trim()
       const headerSha256 = sha256(raw)
-      const payment: PaymentUse = { header: raw, version: 2, payer: "", network: "", settlementTxHash: null, receipt: null, funding: "upto" }
+      const decoded = yield* funds.decode(raw).pipe(Effect.mapError(priced.refuse))
+      const payment: PaymentUse = { header: raw, version: 2, payer: "", network: decoded.accepted.network, settlementTxHash: null, receipt: null, funding: "upto" }
       const again = yield* funds.resent(headerSha256, req)
       if (Option.isSome(again)) {
         if (again.value._tag === "Same") return yield* answered(again.value.requestId, payment, priced.refuse)
         return yield* Effect.fail(priced.refuse(new PaymentRejected({ reason: "payment_already_used", message: "this upto authorization already paid another call" })))
       }
       const now = yield* Clock.currentTimeMillis
-      const funded = yield* funds.fund(raw, price, Math.floor(now / 1000)).pipe(Effect.mapError(priced.refuse))
-      const { verified, terms } = funded
+      const { verified, terms } = yield* funds.fund(decoded, price, Math.floor(now / 1000)).pipe(Effect.mapError(priced.refuse))
       const payer = verified.payer.toLowerCase()
-      const paying: PaymentUse = { ...payment, payer, network: funded.decoded.accepted.network }
+      const paying: PaymentUse = { ...payment, payer }
 
       const quote = meterOf(capability.pricing).unit === "micro-usdc" ? yield* quotes.forPayer(agent, capability, req.input, payer) : undefined
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)

@@ -44,10 +44,12 @@ export class UptoFunds extends Effect.Service<UptoFunds>()("executions/UptoFunds
     const terms = yield* UptoTerms
     const executions = yield* ExecutionsRepo
 
-    /** Decoded and verified for `maximum` at `now` (unix seconds), or the refusal in x402's terms; nothing is sent. */
-    const fund = (raw: string, maximum: bigint, now: number): Effect.Effect<UptoFunded, PaymentRejected> =>
+    /** The PAYMENT-SIGNATURE decoded (bounded like every x402 header), or why it cannot be read. */
+    const decode = decodeUptoPaymentSignature
+
+    /** Verified for `maximum` at `now` (unix seconds), or the refusal in x402's terms; nothing is sent. */
+    const fund = (decoded: UptoPaymentPayloadV2, maximum: bigint, now: number): Effect.Effect<UptoFunded, PaymentRejected> =>
       Effect.gen(function* () {
-        const decoded = yield* decodeUptoPaymentSignature(raw)
         const ours = Option.flatMap(networks.findCaip2(decoded.accepted.network), (chain) => terms.on(chain.network))
         if (Option.isNone(ours)) {
           return yield* new PaymentRejected({ reason: "invalid_network", message: `upto is not offered on ${decoded.accepted.network}` })
@@ -75,7 +77,7 @@ export class UptoFunds extends Effect.Service<UptoFunds>()("executions/UptoFunds
         return Option.some<UptoResent>(same ? { _tag: "Same", requestId: paid.subjectId } : { _tag: "Other", requestId: paid.subjectId })
       }).pipe(Effect.orDie)
 
-    return { fund, resent } as const
+    return { decode, fund, resent } as const
   }),
   dependencies: [UptoTerms.Default, ExecutionsRepo.Default]
 }) {}

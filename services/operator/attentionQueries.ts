@@ -59,6 +59,7 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
             WHEN 'refund' THEN (SELECT r.amount FROM refunds r WHERE r.id = t.subject_id)
             WHEN 'withdrawal' THEN (SELECT w.net_amount FROM withdrawals w WHERE w.id = t.subject_id)
             WHEN 'channel_deposit' THEN (SELECT d.amount FROM channel_deposits d WHERE d.nonce = t.subject_id)
+            WHEN 'upto_settle' THEN (SELECT p.upto_charged FROM payments p WHERE p.id = t.subject_id)
             ELSE (SELECT p.amount FROM payments p WHERE p.id = t.subject_id) END, 0)::text AS amount,
           t.created_at AS since,
           format('%s transaction %s (nonce %s) %s and not mined%s%s', t.purpose, t.tx_hash, t.nonce, t.state,

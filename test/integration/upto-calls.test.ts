@@ -132,7 +132,7 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       const again = yield* post(fetch, url, body, { "payment-signature": sent[0]! })
       expect(again.status).toBe(200)
       expect(again.body["data"]).toMatchObject({ requestId: first.body["data"]["requestId"], output: { ok: true } })
-      expect(decodePaymentResponseHeader(again.headers.get("payment-response") ?? "")).toMatchObject({ amount: charge(1_000n).toString() })
+      expect(decodePaymentResponseHeader(again.headers.get("payment-response") ?? "")).toMatchObject({ network: "eip155:84532", amount: charge(1_000n).toString() })
       const other = yield* post(fetch, url, { ...body, input: { units: "2" } }, { "payment-signature": sent[0]! })
       expect(other.status).toBe(402)
       expect(other.body).toMatchObject({ error: { details: { reason: "payment_already_used" } } })

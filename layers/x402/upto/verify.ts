@@ -52,6 +52,14 @@ export interface VerifiedUpto {
 const refuse = (reason: UptoRejectionReason, message: string, details?: Record<string, unknown>) =>
   Effect.fail(new PaymentRejected({ reason, message, ...(details === undefined ? {} : { details }) }))
 
+/** @x402/evm's reasons that we pass on as they are (another one reads as a failed simulation). */
+const UPTO_REASONS: ReadonlyArray<UptoRejectionReason> = [
+  "invalid_permit2_spender", "invalid_permit2_recipient_mismatch", "upto_facilitator_mismatch", "permit2_deadline_expired", "permit2_not_yet_valid",
+  "permit2_amount_mismatch", "permit2_token_mismatch", "invalid_permit2_signature", "permit2_allowance_required", "permit2_insufficient_balance",
+  "permit2_invalid_nonce", "permit2_simulation_failed"
+]
+const isUptoReason = (reason: string): reason is UptoRejectionReason => UPTO_REASONS.some((r) => r === reason)
+
 const same = (a: string, b: string) => getAddress(a) === getAddress(b)
 
 const isAbi = (abi: ReadonlyArray<unknown>): abi is Abi => abi.every((item) => typeof item === "object" && item !== null && "type" in item)
@@ -148,7 +156,7 @@ export const verifyUpto = (input: UptoVerifyInput): Effect.Effect<VerifiedUpto, 
     )
     if (!official.isValid) {
       const reason = official.invalidReason ?? "permit2_simulation_failed"
-      return yield* refuse(reason === "invalid_permit2_signature" ? reason : "permit2_simulation_failed", `the authorization does not verify (${reason})`, { invalidReason: reason })
+      return yield* refuse(isUptoReason(reason) ? reason : "permit2_simulation_failed", `the authorization does not verify (${reason})`, { invalidReason: reason })
     }
     return { payer: getAddress(payer), permitted, nonce, deadline, validAfter, signature: decoded.payload.signature, balance } satisfies VerifiedUpto
   })
