@@ -13,6 +13,7 @@ import { withSpan } from "../../layers/observability/span.js"
 import { UPTO_PERMIT2_PROXY_ADDRESS } from "../../layers/x402/channelContracts.js"
 import { MachineHost } from "../../machines/Host.js"
 import { movedExactly } from "../treasury/chainReads.js"
+import { MoneyFaults } from "../treasury/Faults.js"
 import type { NetworkWriter } from "../treasury/networkWriter.js"
 import type { TreasuryTxRow } from "../treasury/Repo.js"
 import { type TxOutcome, TreasuryWriter } from "../treasury/TreasuryWriter.js"
@@ -49,6 +50,7 @@ export class UptoSettlements extends Effect.Service<UptoSettlements>()("payments
     const payments = yield* Payments
     const repo = yield* PaymentsRepo
     const host = yield* MachineHost
+    const faults = yield* MoneyFaults
 
     const find = (paymentId: string) => Effect.map(uptoSettleRow(sql, paymentId), (rows) => Option.fromNullable(rows[0]))
 
@@ -71,6 +73,7 @@ export class UptoSettlements extends Effect.Service<UptoSettlements>()("payments
         const found = yield* find(paymentId)
         if (Option.isNone(found) || !open(found.value) || found.value.uptoCharged === null) return pending("the upto payment is not ready to settle").outcome
         const row = found.value
+        yield* faults.beforeUptoSettle(paymentId)
         const charged = BigInt(row.uptoCharged ?? "0")
         const w = writers.on(row.network)
         if (Option.isNone(w.address)) return pending("no treasury key settles upto payments on this network").outcome
