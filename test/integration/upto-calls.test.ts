@@ -7,9 +7,10 @@
 import { afterAll, expect, layer } from "@effect/vitest"
 import type { PaymentRequirements } from "@x402/core/types"
 import { decodePaymentRequiredHeader } from "@x402/core/http"
+import { isPaymentRequiredV2 } from "@x402/core/schemas"
 import { decodePaymentResponseHeader } from "@x402/fetch"
 import { Effect } from "effect"
-import { getAddress, type Hex, parseEther } from "viem"
+import { getAddress, type Hex } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { inject } from "vitest"
 import { usdcAbi } from "../../layers/devnet/usdcAbi.js"
@@ -18,7 +19,8 @@ import { capability } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { startMeteredAgent } from "../support/meteredAgent.js"
 import { echoCapability, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
-import { approvePermit2, uptoClient, uptoHeader } from "../support/uptoClient.js"
+import { mcpSession } from "../support/mcp.js"
+import { approvePermit2, uptoClient, uptoHeader, uptoPayer } from "../support/uptoClient.js"
 
 const tokens = capability({
   id: "tokens", name: "Tokens", description: "per-token", inputSchema: undefined, outputSchema: undefined,
@@ -179,7 +181,6 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       const { sql } = yield* TestEnv
       const { agent, agentId, url } = yield* setup
       const payer = devAccount(6)
-      yield* Effect.promise(() => walletFor(devAccount(0)).sendTransaction({ to: payer.address, value: parseEther("0") }))
       yield* mined(yield* Effect.promise(() => approvePermit2(payer, usdc())))
       const [payerBefore, nonceBefore] = [yield* balance(payer.address), yield* treasuryNonce]
       const callsBefore = agent.calls.length
@@ -199,5 +200,24 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       const status = yield* Effect.promise(() => call(`${url}/${requestId}`))
       expect(status.body).toMatchObject({ data: { status: "completed", settlement: { status: "settlement_failed" } } })
       expect(yield* ledgerMatchesChain).toBe(0n)
+    }))
+
+  it.scoped("over MCP: a metered execute's 402 offers upto, the official client's authorization in _meta pays exactly what was used", () =>
+    Effect.gen(function* () {
+      const { agentId } = yield* setup
+      const payer = devAccount(8)
+      const before = yield* balance(payer.address)
+      const { client } = yield* mcpSession("upto payer")
+      const args = { targetAgentId: agentId, capabilityId: "tokens", input: { units: "500" } }
+      const unpaid = yield* Effect.promise(() => client.callTool({ name: "execute", arguments: args }))
+      expect(unpaid.isError).toBe(true)
+      if (!isPaymentRequiredV2(unpaid.structuredContent)) throw new Error("no PaymentRequired over MCP")
+      expect(unpaid.structuredContent.accepts.map((a) => a.scheme)).toContain("upto")
+      const payment = yield* Effect.promise(() => uptoPayer(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc() }).createPaymentPayload(JSON.parse(JSON.stringify(unpaid.structuredContent))))
+      expect(payment.accepted.scheme).toBe("upto")
+      const paid = yield* Effect.promise(() => client.callTool({ name: "execute", arguments: args, _meta: { "x402/payment": payment } }))
+      expect(paid.isError ?? false, JSON.stringify(paid.content)).toBe(false)
+      expect(paid._meta?.["x402/payment-response"]).toMatchObject({ success: true, amount: charge(500n).toString() })
+      expect(yield* balance(payer.address)).toBe(before - charge(500n))
     }))
 })

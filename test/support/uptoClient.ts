@@ -15,14 +15,17 @@ import { walletFor } from "./clients.js"
 export const DEVNET_NETWORK = "eip155:84532"
 
 // #region docs:upto-client
-/** An x402 v2 client paying metered calls with upto from `payer` on our devnet (at most 1 USDC a payment). */
-export const uptoClient = (payer: PrivateKeyAccount, options: { readonly rpcUrl: string; readonly usdc: Hex; readonly fetch?: typeof fetch }) => {
+/** An x402 v2 payer of metered calls with upto from `payer` on our devnet (at most 1 USDC a payment). */
+export const uptoPayer = (payer: PrivateKeyAccount, options: { readonly rpcUrl: string; readonly usdc: Hex }) => {
   const publicClient = createPublicClient({ chain: devnetChain(options.rpcUrl), transport: http(options.rpcUrl), pollingInterval: 20 })
-  const client = new x402Client()
+  return new x402Client()
     .register(DEVNET_NETWORK, new UptoEvmScheme(toClientEvmSigner(payer, publicClient)))
     .setSpendControls({ allowedAssets: [{ network: DEVNET_NETWORK, asset: options.usdc, maxAmountPerPayment: "1000000" }] })
-  return wrapFetchWithPayment(options.fetch ?? fetch, client)
 }
+
+/** `fetch` paying with it: every metered call's 402 is answered with an upto authorization of its maximum. */
+export const uptoClient = (payer: PrivateKeyAccount, options: { readonly rpcUrl: string; readonly usdc: Hex; readonly fetch?: typeof fetch }) =>
+  wrapFetchWithPayment(options.fetch ?? fetch, uptoPayer(payer, options))
 
 /** The payer's one-time approval of Permit2 for USDC (upto spends through it). */
 export const approvePermit2 = async (payer: PrivateKeyAccount, usdc: Hex, amount = maxUint256) => {
