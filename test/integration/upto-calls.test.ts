@@ -100,13 +100,19 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(receivable?.balance).toBe("0")
     }))
 
-  it.effect("a failed call charges nothing and sends no transaction; its Permit2 nonce stays unused", () =>
+  it.effect("a failed call charges nothing and sends no transaction; its unused authorization cannot pay another call", () =>
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
       const { agentId, url } = yield* setup
       const payer = devAccount(8)
       const [payerBefore, nonceBefore] = [yield* balance(payer.address), yield* treasuryNonce]
-      const failed = yield* post(uptoClient(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc() }), url, { targetAgentId: agentId, capabilityId: "tokens", input: { units: "5", failFirst: "upto-fail" } })
+      const sent: Array<string> = []
+      const recording: typeof fetch = (input, init) => {
+        const header = input instanceof Request ? input.headers.get("payment-signature") : null
+        if (header !== null) sent.push(header)
+        return fetch(input, init)
+      }
+      const failed = yield* post(uptoClient(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc(), fetch: recording }), url, { targetAgentId: agentId, capabilityId: "tokens", input: { units: "5", failFirst: "upto-fail" } })
       expect(failed.status).toBe(502)
       expect(failed.body).toMatchObject({ error: { code: "EXECUTION_FAILED", message: expect.stringContaining("nothing was charged") } })
       expect(failed.headers.get("payment-response")).toBeNull()
@@ -114,6 +120,16 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(yield* treasuryNonce).toBe(nonceBefore)
       const [row] = yield* sql<{ status: string; uptoCharged: string | null; failureReason: string }>`SELECT status, upto_charged::text, failure_reason FROM payments WHERE purpose = 'upto' AND subject_id = ${String(failed.body["error"]["details"]["requestId"])}`
       expect(row).toMatchObject({ status: "failed", uptoCharged: null, failureReason: expect.stringContaining("unused") })
+      // Its authorization, unused on chain, cannot pay another call: the same payload in another header's text (a new
+      // hash) is refused by the Permit2 nonce our payment row holds, before the agent is called.
+      const payload: unknown = JSON.parse(Buffer.from(sent[0]!, "base64").toString("utf8"))
+      const reencoded = Buffer.from(JSON.stringify(payload, null, 1), "utf8").toString("base64")
+      const callsBefore = (yield* setup).agent.calls.length
+      const replayed = yield* post(fetch, url, { targetAgentId: agentId, capabilityId: "tokens", input: { units: "6" } }, { "payment-signature": reencoded })
+      expect(replayed.status).toBe(402)
+      expect(replayed.body).toMatchObject({ error: { details: { reason: "payment_already_used" } } })
+      expect((yield* setup).agent.calls.length).toBe(callsBefore)
+      expect(yield* balance(payer.address)).toBe(payerBefore)
       expect(yield* ledgerMatchesChain).toBe(0n)
     }))
 
