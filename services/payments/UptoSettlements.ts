@@ -116,7 +116,7 @@ export class UptoSettlements extends Effect.Service<UptoSettlements>()("payments
      */
     const voidUnused = (paymentId: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (at) =>
-        host.deliver("settlement", paymentId, { type: "FAILED_FINAL", at, reason: "unused: the call did not complete, nothing was settled" }))
+        host.deliver("settlement", paymentId, { type: "UNUSED", at, reason: "unused: the call did not complete, nothing was settled" }))
 
     /** The treasury worker found an upto settle's fate (after a crash or a slow chain): record it. */
     const resolveTx = (tx: TreasuryTxRow) =>

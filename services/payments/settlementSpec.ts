@@ -78,7 +78,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             machineSnapshot: JSON.stringify(step.persisted),
             updatedAt: new Date(event.at),
             ...(event.type === "SETTLED" ? { txHash: event.txHash, settledAt: new Date(event.at) } : {}),
-            ...(event.type === "FAILED_FINAL" ? { failureReason: event.reason } : {}),
+            ...(event.type === "FAILED_FINAL" || event.type === "UNUSED" ? { failureReason: event.reason } : {}),
             ...(event.type === "FAILED_TRANSIENT" ? { failureReason: event.error.slice(0, 500) } : {}),
             ...(nextAttemptAt === null ? {} : { nextAttemptAt: new Date(nextAttemptAt) })
           })
