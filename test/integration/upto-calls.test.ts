@@ -120,6 +120,8 @@ layer(TestApp({ EXECUTION_TIMEOUT_MS: "10000", RATE_LIMIT_CLIENT_PER_WINDOW: "10
       expect(yield* treasuryNonce).toBe(nonceBefore)
       const [row] = yield* sql<{ status: string; uptoCharged: string | null; failureReason: string }>`SELECT status, upto_charged::text, failure_reason FROM payments WHERE purpose = 'upto' AND subject_id = ${String(failed.body["error"]["details"]["requestId"])}`
       expect(row).toMatchObject({ status: "failed", uptoCharged: null, failureReason: expect.stringContaining("unused") })
+      const retried = yield* Effect.promise(() => call(`${url}/${String(failed.body["error"]["details"]["requestId"])}/retry`, { method: "POST", headers: { "payment-signature": sent[0]! } }))
+      expect(retried.body).toMatchObject({ error: { code: "EXECUTION_NOT_RETRYABLE" } })
       // Its authorization, unused on chain, cannot pay another call: the same payload in another header's text (a new
       // hash) is refused by the Permit2 nonce our payment row holds, before the agent is called.
       const payload: unknown = JSON.parse(Buffer.from(sent[0]!, "base64").toString("utf8"))
