@@ -15,6 +15,8 @@ export type SettlementEvent =
   | { readonly type: "FAILED_TRANSIENT"; readonly at: number; readonly error: string }
   /** It can never settle (reverted, funds gone, authorization expired or used elsewhere). */
   | { readonly type: "FAILED_FINAL"; readonly at: number; readonly reason: string }
+  /** An upto authorization whose call charged nothing (it failed or timed out): it is never to settle. Not a fault. */
+  | { readonly type: "UNUSED"; readonly at: number; readonly reason: string }
   | { readonly type: "RETRY_DUE"; readonly at: number }
   /** Operator lever: try again now instead of at the backoff's time (`by`: the operator's name, `reason`: why). */
   | { readonly type: "RETRY_NOW"; readonly at: number; readonly by: string; readonly reason: string }
@@ -36,7 +38,7 @@ export const settlementMachine = setup({
     /** Host: persist when to try again (the recovery worker's due time). */
     scheduleRetry: (_, _params: { readonly at: number }) => {},
     noteTxHash: assign({ txHash: ({ event }) => (event.type === "SETTLED" ? event.txHash : null) }),
-    noteReason: assign({ reason: ({ event }) => (event.type === "FAILED_FINAL" ? event.reason : null) })
+    noteReason: assign({ reason: ({ event }) => (event.type === "FAILED_FINAL" || event.type === "UNUSED" ? event.reason : null) })
   }
 }).createMachine({
   id: "settlement",
@@ -48,6 +50,7 @@ export const settlementMachine = setup({
         // Settled or failed for good: accepted from the live states only, so repeats after the end change nothing.
         SETTLED: { target: "settled", actions: ["noteTxHash", { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }] },
         FAILED_FINAL: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
+        UNUSED: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
         FAILED_TRANSIENT: {
           target: "retrying",
           actions: [
@@ -65,6 +68,7 @@ export const settlementMachine = setup({
       on: {
         SETTLED: { target: "settled", actions: ["noteTxHash", { type: "onSettled", params: ({ event }) => ({ txHash: event.txHash }) }] },
         FAILED_FINAL: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
+        UNUSED: { target: "failed", actions: ["noteReason", { type: "onFailed", params: ({ event }) => ({ reason: event.reason }) }] },
         RETRY_DUE: "reserved",
         RETRY_NOW: "reserved"
       }

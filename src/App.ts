@@ -52,6 +52,8 @@ import { Receipts } from "../services/executions/Receipts.js"
 import { Executions } from "../services/executions/Executions.js"
 import { Ledger } from "../services/ledger/Ledger.js"
 import { Payments, PaymentsRecoveryLive } from "../services/payments/Payments.js"
+import { UptoRecoveryLive, UptoSettlements } from "../services/payments/UptoSettlements.js"
+import { UptoTerms } from "../services/payments/UptoTerms.js"
 import { Paywall } from "../services/payments/Paywall.js"
 import { SettlementMachine } from "../services/payments/settlementSpec.js"
 import { RateLimitPruneLive, RateLimits } from "../services/executions/RateLimits.js"
@@ -103,6 +105,7 @@ const WorkersLive = Layer.unwrapEffect(
     enabled
       ? Layer.mergeAll(
         PaymentsRecoveryLive,
+        UptoRecoveryLive,
         TimersWorkerLive(),
         TreasuryWorkerLive,
         ReconciliationWorkerLive,
@@ -195,6 +198,8 @@ export const makeServicesLive = <E>(chain: Layer.Layer<Chain, E, AppConfig>) =>
         TokenThrottle.Default,
         Leases.Default,
         ChannelTerms.Default,
+        UptoTerms.Default,
+        UptoSettlements.Default,
         ChannelClaims.Default,
         ChannelRefunds.Default,
         ChannelRefundRequests.Default,

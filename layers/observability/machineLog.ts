@@ -35,6 +35,8 @@ export const transitionLevel = (kind: MachineKind, from: string | null, to: stri
       return undefined
     case "settlement":
       if (to === "retrying") return "warn"
+      // An upto authorization its failed call never used: nothing was lost.
+      if (trigger === "UNUSED") return "info"
       if (to === "failed") return "error"
       if (trigger === "RETRY_DUE" || trigger === "RETRY_NOW") return "info"
       return undefined

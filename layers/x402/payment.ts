@@ -84,6 +84,22 @@ export type RejectionReason =
   | "insufficient_funds"
   | "settlement_failed"
   | "unexpected_verify_error"
+  /** x402 `upto` (Permit2) refusals, in @x402/evm's names (layers/x402/upto/verify.ts). */
+  | UptoRejectionReason
+
+export type UptoRejectionReason =
+  | "invalid_permit2_spender"
+  | "invalid_permit2_recipient_mismatch"
+  | "upto_facilitator_mismatch"
+  | "permit2_deadline_expired"
+  | "permit2_not_yet_valid"
+  | "permit2_amount_mismatch"
+  | "permit2_token_mismatch"
+  | "invalid_permit2_signature"
+  | "permit2_allowance_required"
+  | "permit2_insufficient_balance"
+  | "permit2_invalid_nonce"
+  | "permit2_simulation_failed"
 
 export class PaymentRejected extends Data.TaggedError("PaymentRejected")<{
   readonly reason: RejectionReason

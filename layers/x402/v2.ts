@@ -107,13 +107,15 @@ export const RECEIPT_EXTENSION = "receipt"
 
 /** The settlement receipt `{success, transaction, network, payer}`: v2's SettleResponse, and v1's X-PAYMENT-RESPONSE body. */
 export const settleResponse = (
-  settlement: { readonly txHash: string; readonly network: string; readonly payer: string },
+  settlement: { readonly txHash: string; readonly network: string; readonly payer: string; readonly amount?: bigint | undefined },
   receipt?: unknown
 ) => ({
   success: true as const,
   transaction: settlement.txHash,
   network: settlement.network,
   payer: settlement.payer,
+  // An upto payment settles what the call used: SettleResponse's `amount` says how much.
+  ...(settlement.amount === undefined ? {} : { amount: settlement.amount.toString() }),
   // The service's signed receipt of a paid call (docs/clients.md): x402 v2's SettleResponse carries extensions, and
   // both versions' clients decode the header with a plain JSON.parse, so the extra key breaks neither.
   ...(receipt === undefined || receipt === null ? {} : { extensions: { [RECEIPT_EXTENSION]: receipt } })

@@ -14,7 +14,7 @@ export interface ExecutionReceipt {
   readonly transaction: string
   /** A call paid from credit or by a channel voucher (no settlement of its own); a channel's receipt names it. */
   readonly funding?: "credit" | "channel"
-  readonly scheme?: "batch-settlement"
+  readonly scheme?: "batch-settlement" | "upto"
   readonly channelId?: string
   readonly unit: string
   readonly unitsUsed: string

@@ -29,6 +29,9 @@ import { crediting } from "./credited.js"
 import { timing } from "./deadline.js"
 import type { ExecuteContext, ExecuteOutcome } from "./outcome.js"
 import { paying } from "./paid.js"
+import { uptoPaying } from "./upto.js"
+import { uptoCredential, UptoFunds } from "./uptoFunds.js"
+import { UptoSettlements } from "../payments/UptoSettlements.js"
 import { prepare } from "./prepare.js"
 import { RateLimits } from "./RateLimits.js"
 import { Metering } from "./metering.js"
@@ -50,6 +53,7 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const chained = yield* chaining(clocks)
     const credited = yield* crediting(scope, clocks)
     const channeled = yield* channelling(scope, clocks)
+    const upto = yield* uptoPaying(scope, clocks)
     /** The checks before payment (agent, capability, input, circuit, callback URL): also what a chain's budget check needs. */
     const admit = yield* prepare
 
@@ -59,9 +63,13 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const execute = (req: ExecuteRequest, funding: Funding, ctx: ExecuteContext) => {
       switch (funding._tag) {
         case "X402":
-          // A batch-settlement voucher (or deposit) pays from the payer's channel; a chain's budget is bought with `exact`.
+          // A batch-settlement voucher (or deposit) pays from the payer's channel; an upto authorization a metered call's
+          // maximum, settling what it used; a chain's budget is bought with `exact`.
           return Effect.flatMap(channelCredential(funding), Option.match({
-            onNone: () => paid(req, funding, ctx),
+            onNone: () => Effect.flatMap(uptoCredential(funding), Option.match({
+              onNone: () => paid(req, funding, ctx),
+              onSome: (credential) => upto(req, credential, ctx)
+            })),
             onSome: (credential) => channeled(req, credential, ctx)
           }))
         case "Credit":
@@ -97,5 +105,5 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
 
     return { execute, admit, status, retry } as const
   }),
-  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default, CreditSpends.Default, ChannelFunds.Default, ChannelsRepo.Default, ChannelTerms.Default]
+  dependencies: [Agents.Default, Paywall.Default, Payments.Default, Ledger.Default, Outbox.Default, MachineHost.Default, Circuits.Default, RateLimits.Default, ExecutionCallbacks.Default, ExecutionsRepo.Default, AgentCall.Default, JsonSchemas.Default, UrlGuard.Default, Receipts.Default, Quotes.Default, Metering.Default, CreditSpends.Default, ChannelFunds.Default, ChannelsRepo.Default, ChannelTerms.Default, UptoFunds.Default, UptoSettlements.Default]
 }) {}

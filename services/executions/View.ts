@@ -33,7 +33,7 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
     executionTime: row.executionTimeMs,
     ...(reveal ? { cost: cost(row) } : {}),
     settlement: { status: settlementStatus(row.settlementState), txHash: row.settlementTxHash },
-    ...(row.paymentPurpose === "credit" ? { funding: "credit" as const } : {}),
+    ...(row.paymentPurpose === "credit" ? { funding: "credit" as const } : row.paymentPurpose === "upto" ? { funding: "upto" as const } : {}),
     attempts: row.attempts,
     ...(row.retryUntil === null || row.status === "completed" ? {} : { retryUntil: row.retryUntil.toISOString() }),
     ...(row.error === null || row.status === "completed" ? {} : { error: row.error }),
@@ -43,6 +43,8 @@ export const forClient = (row: ViewRow, reveal: boolean): ExecutionView => {
     ...(reveal ? meteringView(row) : {}),
     ...(!reveal
       ? { message: "output and cost are returned only with the payment header used for this execution (its X-PAYMENT-USED value, sent as X-PAYMENT or PAYMENT-SIGNATURE)" }
+      : row.status === "completed" && row.settlementState === "failed"
+      ? { message: "the payment did not settle: the output is not released and nothing was charged" }
       : row.status === "completed" && !settled
       ? { message: "the output is released once the payment settles on chain" }
       : {})

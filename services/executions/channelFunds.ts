@@ -60,7 +60,7 @@ export class ChannelFunds extends Effect.Service<ChannelFunds>()("executions/Cha
       Effect.fail(new PaymentRequired({
         message: refused.message,
         accepts: priced.accepts,
-        offersV2: refused.corrective === undefined ? priced.channelOffers : priced.channelOffers.map((offer) =>
+        offersV2: refused.corrective === undefined ? priced.offersV2 : priced.offersV2.map((offer) =>
           offer.scheme !== BATCH_SETTLEMENT ? offer : { ...offer, extra: { ...offer.extra, ...refused.corrective } }),
         details: { reason: refused.reason, price: formatUsdc(price), funding: "channel", ...refused.details }
       }))

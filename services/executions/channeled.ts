@@ -104,7 +104,8 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         amount: price,
         resource: `${config.publicBaseUrl}/api/v1/execute`,
         description: `${agent.name}: ${capability.name}`,
-        channels: true
+        channels: true,
+        upto: metered
       })
       const refuse = funds.refusing(priced, price)
 

@@ -15,7 +15,9 @@ import { creditAccount, REMAINDERS_PAYABLE, RemaindersRepo } from "../remainders
 import type { CallOutcome } from "./AgentCall.js"
 
 /** Where a payer wants its remainder: on chain (default) or kept as credit (`X-Remainder: credit`). */
-export type RemainderTo = "chain" | "credit" | "channel"
+/** Where a payer wants its remainder: on chain (default) or kept as credit (`X-Remainder: credit`); a channel's or an
+ * upto authorization's unused maximum is simply never collected. */
+export type RemainderTo = "chain" | "credit" | "channel" | "upto"
 
 /** The largest usage report read (digits); a longer one counts as over any maximum. */
 const MAX_USAGE_DIGITS = 30
@@ -99,7 +101,8 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
           if (noted) yield* outbox.emitStatement("agent.usage_missing", row.agentId, { agentId: row.agentId, capabilityId: row.capabilityId, requestId, unitsCharged: "0" })
         } else if (meter.unit === "token") yield* clearUsageWarning(sql, row.agentId, row.capabilityId)
         // A channel's call: the unused maximum stays in the payer's channel (its charge is lowered when kept).
-        const remainderTo = row.remainderTo === "channel" ? "channel" : row.remainderTo === "credit" && settled ? "credit" : "chain"
+        // An upto call's unused maximum is never settled: it leaves the escrow back to settlement receivable.
+        const remainderTo = row.remainderTo === "channel" || row.remainderTo === "upto" ? row.remainderTo : row.remainderTo === "credit" && settled ? "credit" : "chain"
         yield* sql`UPDATE executions SET ${sql.update({
           price: c.charged.toString(),
           agentFee: c.agentFee.toString(),
@@ -115,10 +118,13 @@ export class Metering extends Effect.Service<Metering>()("executions/Metering", 
         if (remainderTo === "credit") yield* ledger.openCreditAccount(creditAccount(row.payer), row.payer)
         else if (remainderTo === "chain") yield* remainders.create({ executionId: requestId, paymentId: row.paymentId, to: row.payer, amount: c.returned, source: "metered" })
         yield* ledger.transfer({
-          kind: remainderTo === "credit" ? "remainder_credit" : remainderTo === "channel" ? "channel_remainder" : "remainder_owed",
+          kind: remainderTo === "credit" ? "remainder_credit" : remainderTo === "channel" ? "channel_remainder" : remainderTo === "upto" ? "upto_unused" : "remainder_owed",
           movements: [{
             debit: Accounts.escrow,
-            credit: remainderTo === "credit" ? creditAccount(row.payer) : remainderTo === "channel" ? Accounts.channelReceivable : REMAINDERS_PAYABLE,
+            credit: remainderTo === "credit" ? creditAccount(row.payer)
+              : remainderTo === "channel" ? Accounts.channelReceivable
+              : remainderTo === "upto" ? Accounts.settlementReceivable
+              : REMAINDERS_PAYABLE,
             amount: c.returned
           }],
           paymentId: row.paymentId,

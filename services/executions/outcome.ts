@@ -31,8 +31,15 @@ export interface PaymentUse {
    * Paid from the payer's credit (X-Credit-Payment): no settlement; the receipt travels in X-Credit-Receipt. Paid by a
    * batch-settlement channel: no settlement per call; PAYMENT-RESPONSE says what the channel was charged (`channel`).
    */
-  readonly funding?: "credit" | "channel"
+  readonly funding?: "credit" | "channel" | "upto"
   readonly channel?: ChannelUse
+  /** Paid by an upto authorization: its maximum and what the call used (what settled; 0 for a failed call). */
+  readonly upto?: UptoUse
+}
+
+export interface UptoUse {
+  readonly maximum: bigint
+  readonly charged: bigint
 }
 
 /** What a voucher-paid call took from its channel, as the scheme's client reads it from PAYMENT-RESPONSE. */

@@ -108,6 +108,8 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
         resource: `${config.publicBaseUrl}/api/v1/execute`,
         // A call of its own may be paid by a channel voucher instead (channeled.ts); a chain's budget is bought with `exact`.
         channels: Option.isNone(chain),
+        // A metered call of its own may authorize its maximum with upto instead (upto.ts) and settle only what it used.
+        upto: Option.isNone(chain) && isMetered(capability.pricing),
         description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${
           metered && isMetered(capability.pricing) ? ` (metered: at most ${formatUsdc(price)}${quote === undefined ? "" : `, quoted ${formatUsdc(priceOf(quote))}`}, the rest goes back)` : ""}`
       })

@@ -25,7 +25,7 @@ export interface ReceiptFields {
   /** Only on a call paid from the payer's credit: `credit` (an x402-paid call's receipt has no such field). */
   readonly funding?: "credit" | "channel"
   /** A call paid by a batch-settlement voucher: the scheme and the channel it was charged to (`charged` is what it took). */
-  readonly scheme?: "batch-settlement"
+  readonly scheme?: "batch-settlement" | "upto"
   readonly channelId?: string
   /** What a unit is: `call` for flat pricing; metered: `token` (unitPrice per 1,000), `second`, `minute`, `micro-usdc` (dynamic). */
   readonly unit: string
@@ -104,6 +104,8 @@ export const receiptFields = (row: ReceiptRow, network: string, keyId: string): 
     transaction: row.settlementTxHash ?? "",
     ...(credit ? { funding: "credit" as const } : {}),
     ...(channel === undefined ? {} : { funding: "channel" as const, scheme: "batch-settlement" as const, channelId: channel }),
+    // An upto authorization: `authorized` is the maximum it allowed, `charged` what settled.
+    ...(row.paymentPurpose === "upto" ? { scheme: "upto" as const } : {}),
     unit: metered?.unit ?? "call",
     unitsUsed: (metered?.unitsUsed ?? 1n).toString(),
     unitPrice: (metered?.unitPrice ?? row.agentFee).toString(),

@@ -36,6 +36,15 @@ export const retrying = (scope: Scope.Scope) =>
         if (!holdsPayment(proofs, row.headerSha256)) {
           return yield* new Forbidden({ code: "RETRY_NOT_AUTHORIZED", message: "send the payment header of the original execution (its X-PAYMENT-USED value)" })
         }
+        // An upto authorization pays one attempt: a failed call voided it (nothing settled), so there is nothing to
+        // retry on; the payer signs a new one (docs/clients.md "Paying metered calls with upto").
+        if (row.paymentPurpose === "upto") {
+          return yield* new Conflict({
+            code: "EXECUTION_NOT_RETRYABLE",
+            message: "a call paid with upto is not retried on its authorization: send the call again with a new one",
+            details: { status: row.status }
+          })
+        }
         const record = yield* agents.loadRecord(row.agentId as AgentRecord["id"])
         const agent = Option.getOrUndefined(record)
         const capability = agent?.capabilities.find((c) => c.id === row.capabilityId)

@@ -50,13 +50,16 @@ export const attentionQuery = (sql: SqlClient.SqlClient, kind: AttentionKind, no
     case "settlement_failed":
       return sql`SELECT 'settlement' AS machine, t.id AS actor_id, NULL AS agent_id, t.amount::text AS amount, t.updated_at AS since,
           format('settlement failed: %s', coalesce(t.failure_reason, 'no reason recorded')) AS cause, NULL AS lever, NULL AS lever_target
-        FROM payments t WHERE t.status = 'failed' AND t.updated_at > ${ago(SETTLEMENT_FAILED_WINDOW_MS)}`
+        FROM payments t WHERE t.status = 'failed' AND t.updated_at > ${ago(SETTLEMENT_FAILED_WINDOW_MS)}
+          -- An upto authorization whose call failed was never to settle: nothing to attend to.
+          AND NOT (t.purpose = 'upto' AND t.upto_charged IS NULL)`
     case "treasury_stuck":
       return sql`SELECT 'treasury' AS machine, t.id AS actor_id, NULL AS agent_id,
           coalesce(CASE t.purpose
             WHEN 'refund' THEN (SELECT r.amount FROM refunds r WHERE r.id = t.subject_id)
             WHEN 'withdrawal' THEN (SELECT w.net_amount FROM withdrawals w WHERE w.id = t.subject_id)
             WHEN 'channel_deposit' THEN (SELECT d.amount FROM channel_deposits d WHERE d.nonce = t.subject_id)
+            WHEN 'upto_settle' THEN (SELECT p.upto_charged FROM payments p WHERE p.id = t.subject_id)
             ELSE (SELECT p.amount FROM payments p WHERE p.id = t.subject_id) END, 0)::text AS amount,
           t.created_at AS since,
           format('%s transaction %s (nonce %s) %s and not mined%s%s', t.purpose, t.tx_hash, t.nonce, t.state,

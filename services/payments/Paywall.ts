@@ -5,7 +5,9 @@ import { Effect } from "effect"
 import { AppConfig } from "../../layers/Config.js"
 import { PaymentVerifier } from "../../layers/PaymentVerifier.js"
 import { channelOffer } from "../../layers/x402/batchSettlement/offer.js"
+import { uptoOffer } from "../../layers/x402/upto/offer.js"
 import { ChannelTerms } from "../channels/Terms.js"
+import { UptoTerms } from "./UptoTerms.js"
 import { type PresentedPayment, presentedFromV2Payload } from "../../layers/x402/credential.js"
 import { PaymentRejected, type Presentation, type VerifiedPayment } from "../../layers/x402/payment.js"
 import { PAYMENT_IDENTIFIER, paymentIdentifierDeclaration } from "../../layers/x402/paymentIdentifier.js"
@@ -22,6 +24,11 @@ export interface Quote {
   readonly description: string
   /** Offer payment channels (x402 v2 `batch-settlement`) beside `exact`, where their contracts exist: paid calls only. */
   readonly channels?: boolean
+  /**
+   * Offer x402 v2 `upto` (a Permit2 authorization of `amount` as a maximum; the call settles what it used) where its
+   * contracts exist: metered calls only.
+   */
+  readonly upto?: boolean
 }
 
 /** A quote turned into its x402 challenge; `refuse` answers any later rejection of the same payment with it. */
@@ -30,6 +37,10 @@ export interface Priced {
   readonly accepts: PaymentRequired["accepts"]
   /** The channel offers (v2 only), one per network that has the contracts; empty unless the quote asked for them. */
   readonly channelOffers: ReadonlyArray<PaymentRequirementsV2>
+  /** The upto offers (v2 only), one per network that has Permit2 and the upto proxy; empty unless the quote asked. */
+  readonly uptoOffers: ReadonlyArray<PaymentRequirementsV2>
+  /** Every v2-only offer after `exact`: the channel offers, then the upto offers. */
+  readonly offersV2: ReadonlyArray<PaymentRequirementsV2>
   readonly refuse: (rejection: PaymentRejected) => PaymentRequired
 }
 
@@ -45,6 +56,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
     const verifier = yield* PaymentVerifier
     const config = yield* AppConfig
     const channelTerms = yield* ChannelTerms
+    const uptoTerms = yield* UptoTerms
 
     /** With a second network, the details name every network a payer may pay on (one network: unchanged). */
     const networksDetail = verifier.networks.length > 1 ? { networks: verifier.networks } : {}
@@ -57,12 +69,26 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
         ? channelTerms.all.map((terms) =>
           channelOffer({ terms, caip2: caip2Of(terms.chainId), amount: quote.amount, maxTimeoutSeconds: config.paymentTimeoutSeconds, tokenDomain: terms.chain.usdc }))
         : []
+      const uptoOffers = quote.upto === true
+        ? uptoTerms.all.map((terms) => uptoOffer({
+          caip2: caip2Of(terms.chain.chainId),
+          maximum: quote.amount,
+          token: terms.token,
+          receiver: terms.receiver,
+          facilitator: terms.facilitator,
+          maxTimeoutSeconds: uptoTerms.maxTimeoutSeconds,
+          tokenDomain: terms.chain.usdc
+        }))
+        : []
+      const offersV2 = [...channelOffers, ...uptoOffers]
       return {
         quote,
         accepts,
         channelOffers,
+        uptoOffers,
+        offersV2,
         refuse: (rejection) =>
-          new PaymentRequired({ message: rejection.message, accepts, offersV2: channelOffers, details: { reason: rejection.reason, ...details, ...rejection.details } })
+          new PaymentRequired({ message: rejection.message, accepts, offersV2, details: { reason: rejection.reason, ...details, ...rejection.details } })
       }
     }
 
@@ -77,7 +103,7 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
           return yield* new PaymentRequired({
             message: `${quote.description} costs ${formatUsdc(quote.amount)} USDC: pay with a PAYMENT-SIGNATURE (x402 v2) or X-PAYMENT (x402 v1) header`,
             accepts: priced.accepts,
-            offersV2: priced.channelOffers,
+            offersV2: priced.offersV2,
             details: { reason: "payment_required", price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
           })
         }
@@ -113,10 +139,10 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
      * The settlement receipt `{success, transaction, network, payer}` in the terms of the payer's version, with a paid
      * call's signed receipt under `extensions.receipt` when given.
      */
-    const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string }, signed?: unknown) =>
-      settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer }, signed)
+    const receipt = (presentation: Pick<Presentation, "network">, settlement: { readonly txHash: string; readonly payer: string; readonly amount?: bigint | undefined }, signed?: unknown) =>
+      settleResponse({ txHash: settlement.txHash, network: presentation.network, payer: settlement.payer, amount: settlement.amount }, signed)
 
     return { charge, chargeV2Payload, challengeV2, receipt, price, network: verifier.network, caip2: verifier.caip2, caip2For: verifier.caip2For } as const
   }),
-  dependencies: [PaymentVerifier.Default, ChannelTerms.Default]
+  dependencies: [PaymentVerifier.Default, ChannelTerms.Default, UptoTerms.Default]
 }) {}

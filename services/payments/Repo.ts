@@ -9,7 +9,8 @@ import { isPersistedSnapshot, type PersistedSnapshot, startMachine } from "../..
 import { newPaymentId } from "../../src/domain/Ids.js"
 import { isUniqueViolation } from "../sql/SqlErrors.js"
 
-export const PaymentPurpose = Schema.Literal("registration", "execution")
+// 'upto': a metered call's Permit2 maximum (services/payments/UptoSettlements.ts settles what it used, never the exact path).
+export const PaymentPurpose = Schema.Literal("registration", "execution", "upto")
 export type PaymentPurpose = typeof PaymentPurpose.Type
 
 export const PaymentRow = Schema.Struct({
@@ -31,7 +32,9 @@ export const PaymentRow = Schema.Struct({
   failureReason: Schema.NullOr(Schema.String),
   attempts: Schema.Number,
   machineSnapshot: Schema.NullOr(Schema.Unknown),
-  treasuryTxId: Schema.NullOr(Schema.String)
+  treasuryTxId: Schema.NullOr(Schema.String),
+  /** An upto payment's charge once its call is over (what settles); null before, and for every other purpose. */
+  uptoCharged: Schema.optional(Schema.NullOr(Schema.BigInt))
 })
 export type PaymentRow = typeof PaymentRow.Type
 const decodeRows = Schema.decodeUnknown(Schema.Array(PaymentRow))
@@ -140,7 +143,7 @@ export class PaymentsRepo extends Effect.Service<PaymentsRepo>()("payments/Payme
         UPDATE payments SET next_attempt_at = ${new Date(now + PAYMENT_LEASE_MS)}, attempts = attempts + 1
         WHERE id IN (
           SELECT id FROM payments
-          WHERE status IN ('reserved', 'retrying') AND next_attempt_at <= ${new Date(now)}
+          WHERE status IN ('reserved', 'retrying') AND purpose <> 'upto' AND next_attempt_at <= ${new Date(now)}
           ORDER BY next_attempt_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
         RETURNING *`)
 

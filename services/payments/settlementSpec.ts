@@ -11,6 +11,12 @@ import { restoreStatement } from "../limits/statements.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { paymentSnapshot, type PaymentRow, PaymentsRepo } from "./Repo.js"
 
+/**
+ * What the payment moved (or would have): its amount; for an upto payment, what its call used once that is known (the
+ * rest of its maximum went back when the call was charged, services/executions/metering.ts).
+ */
+const movedBy = (row: PaymentRow) => (row.purpose === "upto" ? row.uptoCharged ?? row.amount : row.amount)
+
 const RetryDue = Schema.Struct({ type: Schema.Literal("RETRY_DUE"), at: Schema.Number })
 
 export type SettlementSpec = MachineSpec<typeof settlementMachine, PaymentRow, "noteTxHash" | "noteReason">
@@ -38,7 +44,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             yield* ledger.transfer({
               kind: "settlement",
               // The treasury of the payment's network (each network's is reconciled with its own chain).
-              movements: [{ debit: networks.treasuryAccount(row.network), credit: Accounts.settlementReceivable, amount: row.amount }],
+              movements: [{ debit: networks.treasuryAccount(row.network), credit: Accounts.settlementReceivable, amount: movedBy(row) }],
               paymentId: row.id,
               subjectId: row.subjectId,
               chainBlock: block,
@@ -51,7 +57,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             ? activation.failed(row)
             // Never charged: the payment no longer counts against the payer's spending limits.
             : Effect.zipRight(
-              restoreStatement(sql, { paymentId: row.id, source: "settlement_failed", amount: row.amount }),
+              restoreStatement(sql, { paymentId: row.id, source: "settlement_failed", amount: movedBy(row) }),
               Effect.asVoid(deliver("execution", row.subjectId, { type: "PAYMENT_FAILED", at: event.at, reason }))
             ),
         // The due time is saved with the snapshot (next_attempt_at): the recovery worker is this machine's timer.
@@ -72,7 +78,7 @@ export class SettlementMachine extends Effect.Service<SettlementMachine>()("paym
             machineSnapshot: JSON.stringify(step.persisted),
             updatedAt: new Date(event.at),
             ...(event.type === "SETTLED" ? { txHash: event.txHash, settledAt: new Date(event.at) } : {}),
-            ...(event.type === "FAILED_FINAL" ? { failureReason: event.reason } : {}),
+            ...(event.type === "FAILED_FINAL" || event.type === "UNUSED" ? { failureReason: event.reason } : {}),
             ...(event.type === "FAILED_TRANSIENT" ? { failureReason: event.error.slice(0, 500) } : {}),
             ...(nextAttemptAt === null ? {} : { nextAttemptAt: new Date(nextAttemptAt) })
           })

@@ -9,8 +9,15 @@ export interface MoneyFaultsShape {
   readonly afterSign: (tx: { readonly id: string; readonly purpose: string }) => Effect.Effect<void>
   /** After they were broadcast, before the receipt is read and booked. */
   readonly afterBroadcast: (tx: { readonly id: string; readonly purpose: string }) => Effect.Effect<void>
+  /** After an upto call's charge was recorded, before its settle is simulated or signed (services/payments/UptoSettlements.ts). */
+  readonly beforeUptoSettle: (paymentId: string) => Effect.Effect<void>
 }
 
 export class MoneyFaults extends Context.Reference<MoneyFaults>()("treasury/MoneyFaults", {
-  defaultValue: (): MoneyFaultsShape => ({ beforeSettle: () => Effect.void, afterSign: () => Effect.void, afterBroadcast: () => Effect.void })
+  defaultValue: (): MoneyFaultsShape => ({
+    beforeSettle: () => Effect.void,
+    afterSign: () => Effect.void,
+    afterBroadcast: () => Effect.void,
+    beforeUptoSettle: () => Effect.void
+  })
 }) {}

@@ -7,7 +7,7 @@ import { treasuryTxMachine } from "../../machines/treasuryTx.js"
 import { batch } from "../sql/Batch.js"
 
 export const TreasuryPurpose = Schema.Literal("settlement", "settlement_batch", "refund", "gap_fill", "withdrawal", "account_deploy", "remainder_batch",
-  "channel_deposit", "channel_claim", "channel_settle", "channel_refund")
+  "channel_deposit", "channel_claim", "channel_settle", "channel_refund", "upto_settle")
 export type TreasuryPurpose = typeof TreasuryPurpose.Type
 
 export const TreasuryTxRow = Schema.Struct({

@@ -5,6 +5,7 @@ import { Deposits } from "../channels/Deposits.js"
 import { ChannelClaims } from "../channels/Claims.js"
 import { ChannelRefunds } from "../channels/Refunds.js"
 import { Payments } from "../payments/Payments.js"
+import { UptoSettlements } from "../payments/UptoSettlements.js"
 import { Refunds } from "../refunds/Refunds.js"
 import { Remainders } from "../remainders/Remainders.js"
 import { Withdrawals } from "../withdrawals/Withdrawals.js"
@@ -28,6 +29,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     const finality = yield* TreasuryFinality
     const channelClaims = yield* ChannelClaims
     const channelRefunds = yield* ChannelRefunds
+    const upto = yield* UptoSettlements
 
     /** A transaction that books nothing: its outcome is recorded, and that is all. */
     const recordOnly = (name: string) => (tx: TreasuryTxRow) =>
@@ -52,7 +54,9 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
       // claimed, and cooperative refunds.
       channel_claim: channelClaims.resolveTx,
       channel_settle: channelClaims.resolveTx,
-      channel_refund: channelRefunds.resolveTx
+      channel_refund: channelRefunds.resolveTx,
+      // A metered call's upto settlement (services/payments/UptoSettlements.ts): exactly what the call used.
+      upto_settle: upto.resolveTx
     }
 
     /** Unfinished transactions whose lease ran out (their process died or gave up waiting), lowest nonce first. */
@@ -126,7 +130,7 @@ export class TreasuryWorker extends Effect.Service<TreasuryWorker>()("treasury/T
     return { processDue, start, reconcile: reconciliation.check } as const
   }),
   dependencies: [TreasuryRepo.Default, TreasuryWriter.Default, Payments.Default, Refunds.Default, Withdrawals.Default, Remainders.Default, Deposits.Default, Reconciliation.Default, TreasuryFinality.Default,
-    ChannelClaims.Default, ChannelRefunds.Default]
+    ChannelClaims.Default, ChannelRefunds.Default, UptoSettlements.Default]
 }) {}
 
 export const TreasuryWorkerLive = Layer.scopedDiscard(

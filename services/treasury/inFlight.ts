@@ -14,6 +14,8 @@ export interface Unbooked {
   readonly payments: ReadonlyArray<{ readonly payer: string; readonly nonce: string; readonly amount: bigint }>
   /** Payout transactions (refunds, withdrawals) signed or broadcast: booked when their receipt is recorded. */
   readonly payouts: ReadonlyArray<{ readonly txHash: string }>
+  /** Upto settles signed or broadcast: their charge is booked with the payment's settlement, once the receipt is recorded. */
+  readonly uptoSettles?: ReadonlyArray<{ readonly txHash: string }>
 }
 
 export interface InFlight {
@@ -38,12 +40,15 @@ export const unbookedStatement = (
   Effect.gen(function* () {
     const payments = yield* sql<{ payer: string; nonce: string; amount: string }>`
       SELECT payer, nonce, amount::text AS amount FROM payments
-      WHERE status IN ('reserved', 'retrying') AND lower(asset) = ${chain.usdc.address.toLowerCase()}
+      WHERE status IN ('reserved', 'retrying') AND purpose <> 'upto' AND lower(asset) = ${chain.usdc.address.toLowerCase()}
       LIMIT ${MAX_IN_FLIGHT_ITEMS + 1}`
     const payouts = yield* sql<{ txHash: string }>`
       SELECT tx_hash FROM treasury_txs WHERE purpose IN ('refund', 'withdrawal') AND state IN ('signed', 'broadcast') AND network IN ${sql.in(networks)}
       LIMIT ${MAX_IN_FLIGHT_ITEMS + 1}`
-    return { payments: payments.map((p) => ({ ...p, amount: BigInt(p.amount) })), payouts }
+    const uptoSettles = yield* sql<{ txHash: string }>`
+      SELECT tx_hash FROM treasury_txs WHERE purpose = 'upto_settle' AND state IN ('signed', 'broadcast') AND network IN ${sql.in(networks)}
+      LIMIT ${MAX_IN_FLIGHT_ITEMS + 1}`
+    return { payments: payments.map((p) => ({ ...p, amount: BigInt(p.amount) })), payouts, uptoSettles }
   })
 
 /** Stored hashes and nonces are checked hex (column constraints); anything else reads as nothing. */
@@ -58,8 +63,9 @@ const read = <A>(what: string, f: () => Promise<A>) =>
  */
 export const inFlightAt = (chain: ChainShape, unbooked: Unbooked, block: bigint): Effect.Effect<InFlight, ChainReadError> =>
   Effect.gen(function* () {
-    const items = unbooked.payments.length + unbooked.payouts.length
-    if (unbooked.payments.length > MAX_IN_FLIGHT_ITEMS || unbooked.payouts.length > MAX_IN_FLIGHT_ITEMS) {
+    const uptoSettles = unbooked.uptoSettles ?? []
+    const items = unbooked.payments.length + unbooked.payouts.length + uptoSettles.length
+    if (unbooked.payments.length > MAX_IN_FLIGHT_ITEMS || unbooked.payouts.length > MAX_IN_FLIGHT_ITEMS || uptoSettles.length > MAX_IN_FLIGHT_ITEMS) {
       return yield* new ChainReadError({ message: `more than ${MAX_IN_FLIGHT_ITEMS} payments or payouts in flight: not checked item by item` })
     }
     const used = yield* Effect.forEach(unbooked.payments, (p) =>
@@ -71,13 +77,18 @@ export const inFlightAt = (chain: ChainShape, unbooked: Unbooked, block: bigint)
           args: [getAddress(p.payer), hex(p.nonce)],
           blockNumber: block
         })).pipe(Effect.map((isUsed) => (isUsed ? p.amount : 0n))), { concurrency: 8 })
-    const paid = yield* Effect.forEach(unbooked.payouts, (t) =>
-      Effect.map(receiptOf(chain, hex(t.txHash)), (receipt) => {
-        if (Option.isNone(receipt) || receipt.value.status !== "success" || receipt.value.blockNumber > block) return 0n
-        return transfersIn(chain, receipt.value)
-          .filter((transfer) => isAddressEqual(transfer.from, chain.treasury))
-          .reduce((sum, transfer) => sum + transfer.value, 0n)
-      }), { concurrency: 8 })
+    /** What the mined-by-`block` transactions moved from (`side` "from") or to the treasury. */
+    const moved = (txs: ReadonlyArray<{ readonly txHash: string }>, side: "from" | "to") =>
+      Effect.forEach(txs, (t) =>
+        Effect.map(receiptOf(chain, hex(t.txHash)), (receipt) => {
+          if (Option.isNone(receipt) || receipt.value.status !== "success" || receipt.value.blockNumber > block) return 0n
+          return transfersIn(chain, receipt.value)
+            .filter((transfer) => isAddressEqual(transfer[side], chain.treasury))
+            .reduce((sum, transfer) => sum + transfer.value, 0n)
+        }), { concurrency: 8 })
+    const paid = yield* moved(unbooked.payouts, "from")
+    // An upto settle moves the payer's charge to the treasury (through Permit2): incoming until its booking.
+    const settled = yield* moved(uptoSettles, "to")
     const sum = (xs: ReadonlyArray<bigint>) => xs.reduce((a, b) => a + b, 0n)
-    return { incoming: sum(used), outgoing: sum(paid), items }
+    return { incoming: sum(used) + sum(settled), outgoing: sum(paid), items }
   })

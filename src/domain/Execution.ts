@@ -93,7 +93,7 @@ export const ExecutionView = Schema.Struct({
   /** Metered capabilities, for the holder of the payment header: the usage charged and where the remainder went. */
   metering: Schema.optional(MeteringView),
   /** Calls paid from the payer's credit (X-Credit-Payment): `credit`; no settlement transaction, refunds go to the credit. */
-  funding: Schema.optional(Schema.Literal("credit"))
+  funding: Schema.optional(Schema.Literal("credit", "upto"))
 }).annotations({ identifier: "Execution" })
 export type ExecutionView = typeof ExecutionView.Type
 

@@ -12,7 +12,9 @@ export const ExecutionReceipt = Schema.Struct({
   network: Schema.String.annotations({ description: "CAIP-2 network of the settlement" }),
   transaction: Schema.String.annotations({ description: "The settlement's transaction hash (empty for a call paid from credit)" }),
   funding: Schema.optional(Schema.Literal("credit", "channel")).annotations({ description: "Only on a call paid from the payer's credit or by a channel voucher: no settlement of its own" }),
-  scheme: Schema.optional(Schema.Literal("batch-settlement")).annotations({ description: "Only on a call paid by a channel voucher: the x402 scheme" }),
+  scheme: Schema.optional(Schema.Literal("batch-settlement", "upto")).annotations({
+    description: "Only on a call paid by a channel voucher (batch-settlement) or an upto authorization (upto: `authorized` is its maximum, `charged` what settled): the x402 scheme"
+  }),
   channelId: Schema.optional(Schema.String).annotations({ description: "Only on a call paid by a channel voucher: the channel `charged` was taken from" }),
   unit: Schema.String.annotations({ description: "What a unit is: `call` for flat pricing" }),
   unitsUsed: Schema.String,

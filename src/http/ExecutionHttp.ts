@@ -41,6 +41,8 @@ const failed = (view: ExecutionView): Effect.Effect<never, BadGateway | GatewayT
         code: "EXECUTION_FAILED",
         message: view.funding === "credit"
           ? "the agent failed; the price went back to your credit"
+          : view.funding === "upto"
+          ? "the agent failed; nothing was charged: the upto authorization was not settled (its Permit2 nonce stays unused)"
           : "the agent failed; the payment is held for a retry until details.retryUntil, then refunded",
         details: { agentError: view.error ?? "failed", ...view }
       })
@@ -52,6 +54,8 @@ const failed = (view: ExecutionView): Effect.Effect<never, BadGateway | GatewayT
         code: "EXECUTION_TIMEOUT",
         message: view.funding === "credit"
           ? "the agent did not answer in time; the price went back to your credit"
+          : view.funding === "upto"
+          ? "the agent did not answer in time; nothing was charged: the upto authorization was not settled (its Permit2 nonce stays unused)"
           : "the agent did not answer in time; the payment is held for a retry until details.retryUntil, then refunded",
         details: { ...view }
       })
@@ -81,7 +85,7 @@ const paymentHeaders = (payment: PaymentUse, clientId: string) =>
       ? { "PAYMENT-RESPONSE": encodeHeaderJson(channelSettleResponse({ network: payment.network, payer: payment.payer, ...payment.channel, receipt: payment.receipt })) }
       : payment.settlementTxHash === null
       ? {}
-      : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer }, payment.receipt))
+      : receiptHeaders({ version: payment.version, txHash: payment.settlementTxHash, network: payment.network, payer: payment.payer, amount: payment.upto?.charged }, payment.receipt))
   })
 
 /** A sub-call's read-back handle (docs/chains.md) travels like a payment's: in X-PAYMENT-USED. */

@@ -23,7 +23,7 @@ export const setResponseHeaders = (headers: Record<string, string>) =>
  * network), X-PAYMENT-RESPONSE for v1 (v1 network name).
  */
 export const receiptHeaders = (
-  settlement: { readonly version: 1 | 2; readonly txHash: string; readonly network: string; readonly payer: string },
+  settlement: { readonly version: 1 | 2; readonly txHash: string; readonly network: string; readonly payer: string; readonly amount?: bigint | undefined },
   receipt?: unknown
 ) => ({
   [settlement.version === 2 ? "PAYMENT-RESPONSE" : "X-PAYMENT-RESPONSE"]: encodeHeaderJson(settleResponse(settlement, receipt))

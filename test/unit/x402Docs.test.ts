@@ -39,7 +39,9 @@ describe("docs/clients.md", () => {
       "test/integration/receipts.test.ts#docs:receipt-read",
       "test/support/channelClient.ts#docs:channel-client",
       "test/integration/channel-official-client.test.ts#docs:channel-pay",
-      "test/integration/channel-official-client.test.ts#docs:channel-refund"
+      "test/integration/channel-official-client.test.ts#docs:channel-refund",
+      "test/support/uptoClient.ts#docs:upto-client",
+      "test/integration/upto-calls.test.ts#docs:upto-pay"
     ]))
   })
 

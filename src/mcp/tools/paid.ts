@@ -33,7 +33,7 @@ const receiptMeta = (paywall: Paywall, payment: PaymentUse | null) =>
     ? { [PAYMENT_RESPONSE_META]: channelSettleResponse({ network: payment.network, payer: payment.payer, ...payment.channel, receipt: payment.receipt }) }
     : payment === null || payment.settlementTxHash === null
     ? {}
-    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer }, payment.receipt) }
+    : { [PAYMENT_RESPONSE_META]: paywall.receipt(payment, { txHash: payment.settlementTxHash, payer: payment.payer, amount: payment.upto?.charged }, payment.receipt) }
 
 export const paidTools = Effect.gen(function* () {
   const registration = yield* AgentRegistration

@@ -1,0 +1,102 @@
+// A process that dies on an upto call's way to its settlement. (1) The settle's signed bytes are stored and never
+// broadcast: the treasury worker, once the transaction's lease ran out, sends the stored bytes, reads the receipt and
+// records the settlement. (2) The charge is recorded and nothing was signed yet: the upto recovery pass, once the
+// payment's lease ran out, settles it. Either way the call first answers without its output (settlement pending), then
+// the payer paid the charge once, the output is released, and the ledger agrees with the chain.
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { getAddress, type Hex } from "viem"
+import { inject } from "vitest"
+import { UptoSettlements } from "../../services/payments/UptoSettlements.js"
+import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
+import { call, devAccount, publicClient, TREASURY, usdcBalance } from "../support/clients.js"
+import { capability } from "../support/fixtures.js"
+import { TestApp, TestEnv } from "../support/harness.js"
+import { startMeteredAgent } from "../support/meteredAgent.js"
+import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
+import { approvePermit2, uptoClient } from "../support/uptoClient.js"
+
+const tokens = capability({
+  id: "tokens", name: "Tokens", description: "per-token", inputSchema: undefined, outputSchema: undefined,
+  pricing: { model: "per-token", basePrice: "0.002", currency: "USDC", maxTokens: 10_000 }
+})
+const CHARGE = 1_000n + 4_000n // the fee and 2,000 tokens at 0.002 per 1,000
+
+/** Dies once, right after the first upto settle's bytes were stored. */
+let crashes = 0
+/** Dies once, right after the first upto charge was recorded (before anything is signed). */
+let early = 0
+const usdc = (): Hex => getAddress(inject("usdcAddress"))
+
+/** An agent with the metered capability, the payer's Permit2 approval, and one upto-paid call of 2,000 tokens. */
+const crashedCall = Effect.gen(function* () {
+  const { baseUrl } = yield* TestEnv
+  const agent = yield* Effect.acquireRelease(Effect.promise(startMeteredAgent), (a) => Effect.promise(() => a.close()))
+  const agentId = yield* registerAgent(devAccount(1), agent.url, { tier: "premium", capabilities: [tokens] })
+  const payer = devAccount(8)
+  yield* Effect.promise(async () => publicClient().waitForTransactionReceipt({ hash: await approvePermit2(payer, usdc()) }))
+  const before = yield* Effect.promise(() => usdcBalance(payer.address))
+  const paid = yield* Effect.promise(async () => {
+    const r = await uptoClient(payer, { rpcUrl: inject("rpcUrl"), usdc: usdc() })(`${baseUrl}/api/v1/execute`, {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ targetAgentId: agentId, capabilityId: "tokens", input: { units: "2000" } })
+    })
+    return { status: r.status, used: r.headers.get("x-payment-used") ?? "", body: (await r.json()) as { data: { requestId: string; output?: unknown; settlement: { status: string } } } }
+  })
+  expect(paid.status).toBe(200)
+  expect(paid.body.data).toMatchObject({ settlement: { status: "settlement_pending" } })
+  expect(paid.body.data.output).toBeUndefined()
+  expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(before)
+  return { payer, before, paid, baseUrl }
+})
+
+/** After the recovery: charged once, the output released to the header's holder, the ledger equal to the chain. */
+const settledOnce = (c: Effect.Effect.Success<typeof crashedCall>) =>
+  Effect.gen(function* () {
+    const { sql } = yield* TestEnv
+    expect(yield* Effect.promise(() => usdcBalance(c.payer.address))).toBe(c.before - CHARGE)
+    const status = yield* Effect.promise(() => call(`${c.baseUrl}/api/v1/execute/${c.paid.body.data.requestId}`, { headers: { "payment-signature": c.paid.used } }))
+    expect(status.body).toMatchObject({ data: { status: "completed", output: { ok: true }, settlement: { status: "settled" }, metering: { charged: "0.005000" } } })
+    expect(yield* ledgerMatchesChain).toBe(0n)
+    const sent = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM treasury_txs WHERE purpose = 'upto_settle'`
+    expect(sent[0]?.n).toBe(1)
+  })
+
+layer(
+  TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
+    faults: {
+      afterSign: (tx) => (tx.purpose === "upto_settle" && crashes === 0 ? Effect.sync(() => crashes++).pipe(Effect.zipRight(Effect.die("crash after signing"))) : Effect.void)
+    }
+  }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("an upto settlement across a crash", (it) => {
+  it.scoped("the worker sends the stored settle and records it: charged once, output released, ledger = chain", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const crashed = yield* crashedCall
+      expect(crashes).toBe(1)
+      // The transaction's lease runs out (as after a restart); the worker sends its stored bytes and books the receipt.
+      yield* sql`UPDATE treasury_txs SET lease_until = now() - interval '1 second' WHERE purpose = 'upto_settle'`
+      yield* (yield* TreasuryWorker).processDue
+      yield* settledOnce(crashed)
+      expect(getAddress(TREASURY)).toBe(getAddress(devAccount(0).address))
+    }))
+})
+
+layer(
+  TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
+    faults: { beforeUptoSettle: () => (early === 0 ? Effect.sync(() => early++).pipe(Effect.zipRight(Effect.die("crash before the settle"))) : Effect.void) }
+  }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("an upto charge recorded, then a crash before its settle", (it) => {
+  it.scoped("the upto recovery pass settles it once the payment's lease ran out", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const crashed = yield* crashedCall
+      expect(early).toBe(1)
+      const [open] = yield* sql<{ status: string; uptoCharged: string }>`SELECT status, upto_charged::text FROM payments WHERE purpose = 'upto'`
+      expect(open).toEqual({ status: "reserved", uptoCharged: CHARGE.toString() })
+      yield* sql`UPDATE payments SET next_attempt_at = now() - interval '1 second' WHERE purpose = 'upto'`
+      expect(yield* (yield* UptoSettlements).recoverDue).toBe(1)
+      yield* settledOnce(crashed)
+    }))
+})
