@@ -15,11 +15,12 @@ import { RefundsRepo, retryNowStatement } from "../refunds/Repo.js"
 import { ChannelsRepo } from "../channels/Repo.js"
 import { creditAccount } from "../remainders/Repo.js"
 import { Outcomes } from "../reputation/Outcomes.js"
-import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
+import { clientShareAccount, freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
 import { debtOf, debtStatement } from "../disputes/Repo.js"
 import { type EscrowStatus, type ExecutionRow, ExecutionsRepo, type LockedExecution } from "./Repo.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
+import { makeChannelDisputeRefund } from "./channelDisputes.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
 
@@ -87,6 +88,7 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
     const chainBudgets = yield* ChainBudgetReturns
+    const refundInPlace = yield* makeChannelDisputeRefund
 
     /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
     const moveEscrow = (row: ExecutionRow, kind: string, status: EscrowStatus, at: number, movements: ReadonlyArray<Movement>) =>
@@ -212,13 +214,16 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               ...(debt > 0n ? { agentDebt: formatUsdc(debt) } : {})
             })
           }),
-        settleDispute: ({ clientShare }, { row, event }) =>
+        // A channel-paid call's share settles here (into the channel, or against its write-off); any other goes to a refund.
+        settleDispute: ({ clientShare, refundTo }, { row, event }) =>
           Effect.gen(function* () {
             if (event.type !== "DISPUTE_RESOLVED") return yield* Effect.dieMessage(`settleDispute on ${event.type}`)
             const share = BigInt(clientShare)
-            const outcome = resolve(moneyOf(row), share, yield* debtOf(sql, event.disputeId))
-            yield* moveEscrow(row, "dispute_resolution", share > 0n ? "refunding" : "released", event.at, outcome.movements)
-            if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
+            const outcome = resolve(moneyOf(row), share, yield* debtOf(sql, event.disputeId), clientShareAccount(refundTo))
+            const escrow = share === 0n ? "released" : refundTo === undefined ? "refunding" : "refunded"
+            yield* moveEscrow(row, "dispute_resolution", escrow, event.at, outcome.movements)
+            if (share > 0n && refundTo !== undefined) yield* refundInPlace(row, share, refundTo)
+            else if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
             if (outcome.toAgent > 0n) yield* announceRelease(row, outcome.toAgent)
           }),
         returnToChain: (_, { row, event }) =>
