@@ -33,6 +33,8 @@ export interface VoucherCallResult {
   readonly clientId: string | null
   /** What PAYMENT-RESPONSE says the channel took (chargedAmount, chargedCumulativeAmount), on success. */
   readonly charged: { readonly amount: bigint; readonly cumulative: bigint } | undefined
+  /** The 402's x402 reason (PAYMENT-REQUIRED `error`). */
+  readonly reason: string | undefined
   /** The corrective 402's channel state: the charged total to sign over. */
   readonly correctiveCumulative: bigint | undefined
 }
@@ -50,13 +52,15 @@ export const voucherCallPromise = async (
   const paid = response.headers.get("PAYMENT-RESPONSE")
   const extra = paid === null ? undefined : (decodePaymentResponseHeader(paid).extra as { chargedAmount: string; channelState: { chargedCumulativeAmount: string } })
   const required = response.headers.get("PAYMENT-REQUIRED")
-  const offer = required === null ? undefined : decodePaymentRequiredHeader(required).accepts.find((a) => a.scheme === "batch-settlement")
+  const challenge = required === null ? undefined : decodePaymentRequiredHeader(required)
+  const offer = challenge?.accepts.find((a) => a.scheme === "batch-settlement")
   const state = (offer?.extra as { channelState?: { chargedCumulativeAmount?: string } } | undefined)?.channelState
   return {
     status: response.status,
     requestId: json.data?.requestId,
     errorCode: json.error?.code,
     clientId: response.headers.get("x-client-id"),
+    reason: challenge?.error,
     charged: extra === undefined ? undefined : { amount: BigInt(extra.chargedAmount), cumulative: BigInt(extra.channelState.chargedCumulativeAmount) },
     correctiveCumulative: state?.chargedCumulativeAmount === undefined ? undefined : BigInt(state.chargedCumulativeAmount)
   }
