@@ -7,6 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Option, TestClock } from "effect"
 import type { Hex } from "viem"
 import { BATCH_SETTLEMENT_ADDRESS } from "../../layers/x402/channelContracts.js"
+import { MachineHost } from "../../machines/Host.js"
 import { ChannelClaims } from "../../services/channels/Claims.js"
 import { ChannelTerms } from "../../services/channels/Terms.js"
 import { Accounts } from "../../services/ledger/Ledger.js"
@@ -159,5 +160,37 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       expect(yield* ledger(Accounts.channelReceivable)).toBe(receivableBefore)
       expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
       expect(yield* ledger(Accounts.disputesHeld)).toBe(0n)
+    }))
+
+  it.scoped("resolved for the client after the payer's money left the channel unclaimed: nothing is sent (the payer has it), the share lowers the write-off", () =>
+    Effect.gen(function* () {
+      yield* realNow
+      const { baseUrl, sql } = yield* TestEnv
+      const agent = yield* fakeAgent("echo")
+      const agentId = yield* registerAgent(devAccount(4), agent.url)
+      const payer = devAccount(8)
+      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`dispute written off ${Date.now()}`))
+      const accepted = yield* channelOffer(baseUrl, agentId)
+      const paid = yield* voucherCall(baseUrl, agentId, "written off", { payer, config, maxClaimable: PRICE, accepted })
+      expect(paid.status).toBe(200)
+      // The withdrawal watch's facts (as it reads them from the contract's logs): the payer's withdrawal started and
+      // finalized before any claim, so the charge is written off to channel_losses.
+      const host = yield* MachineHost
+      const now = Date.now()
+      yield* host.deliverNow("channel", channelId, { type: "WITHDRAW_INITIATED", at: now, finalizableAt: now + 1_000 })
+      yield* host.deliverNow("channel", channelId, { type: "WITHDRAW_FINALIZED", at: now + 1_000, txHash: `0x${"ab".repeat(32)}`, amount: DEPOSIT.toString(), unsettled: "0" })
+      expect(yield* chargeOf(paid.requestId!)).toMatchObject({ status: "written_off" })
+      expect(yield* ledger(Accounts.channelLosses)).toBe(PRICE)
+      const walletBefore = yield* Effect.promise(() => usdcBalance(payer.address))
+
+      const resolved = yield* disputeAndResolve(paid.requestId!, paid.clientId!, { resolution: "resolved_client" })
+      expect(resolved).toMatchObject({ status: "resolved_client", client_refund: "0.011000" })
+      expect(yield* refundsOf(paid.requestId!)).toEqual([])
+      expect(yield* escrowOf(paid.requestId!)).toEqual({ status: "refunded", state: "completed.resolved" })
+      yield* (yield* TreasuryWorker).processDue
+      expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(walletBefore)
+      expect(yield* ledger(Accounts.channelLosses)).toBe(0n)
+      expect(yield* ledger(Accounts.disputesHeld)).toBe(0n)
+      expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
     }))
 })
