@@ -119,7 +119,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       expect({ status: next.status, charged: next.charged }).toEqual({ status: 200, charged: { amount: PRICE, cumulative: charged + PRICE } })
 
       // The claim takes what the channel kept: below the voucher's ceiling, to the micro-USDC on chain and in the ledger.
-      expect(yield* claimAll).toBe(1)
+      expect(yield* claimAll).toBeGreaterThanOrEqual(1)
       const total = charged + PRICE
       expect(yield* onChain(channelId)).toEqual([DEPOSIT, total])
       expect(yield* channelRow(channelId)).toEqual({ charged: total, claimed: total })
@@ -141,7 +141,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       const accepted = yield* channelOffer(baseUrl, agentId)
       const paid = yield* voucherCall(baseUrl, agentId, "claimed", { payer, config, maxClaimable: PRICE, accepted })
       expect(paid.status).toBe(200)
-      expect(yield* claimAll).toBe(1)
+      expect(yield* claimAll).toBeGreaterThanOrEqual(1)
       expect(yield* chargeOf(paid.requestId!)).toMatchObject({ status: "claimed" })
       const receivableBefore = yield* ledger(Accounts.channelReceivable)
       const walletBefore = yield* Effect.promise(() => usdcBalance(payer.address))
