@@ -59,10 +59,10 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const execute = (req: ExecuteRequest, funding: Funding, ctx: ExecuteContext) => {
       switch (funding._tag) {
         case "X402":
-          // A batch-settlement voucher (or deposit) pays from the payer's channel; a chain's budget is bought with `exact`.
+          // A batch-settlement voucher (or deposit) pays from the payer's channel: a call, or a chain's whole budget.
           return Effect.flatMap(channelCredential(funding), Option.match({
             onNone: () => paid(req, funding, ctx),
-            onSome: (credential) => channeled(req, credential, ctx)
+            onSome: (credential) => channeled(req, credential, funding.budget, ctx)
           }))
         case "Credit":
           return credited(req, funding, ctx)

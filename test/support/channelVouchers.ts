@@ -11,9 +11,9 @@ import { NETWORK, type TestChannelConfig } from "./channelOpen.js"
 export const echoBody = (agentId: string, text: string) => JSON.stringify({ targetAgentId: agentId, capabilityId: "echo", input: { text } })
 
 /** The challenge's batch-settlement offer, as a payer's client reads it from PAYMENT-REQUIRED. */
-export const channelOffer = (baseUrl: string, agentId: string) =>
+export const channelOffer = (baseUrl: string, agentId: string, headers: Record<string, string> = {}) =>
   Effect.promise(async () => {
-    const response = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: echoBody(agentId, "offer") })
+    const response = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: echoBody(agentId, "offer") })
     const required = decodePaymentRequiredHeader(response.headers.get("PAYMENT-REQUIRED")!)
     return required.accepts.find((a) => a.scheme === "batch-settlement")!
   })
@@ -29,6 +29,8 @@ export const voucherHeader = async (payer: PrivateKeyAccount, config: TestChanne
 export interface VoucherCallResult {
   readonly status: number
   readonly requestId: string | undefined
+  /** The answer's `data` (the execution view). */
+  readonly data: Record<string, unknown> | undefined
   readonly errorCode: string | undefined
   readonly clientId: string | null
   /** What PAYMENT-RESPONSE says the channel took (chargedAmount, chargedCumulativeAmount), on success. */
@@ -44,11 +46,22 @@ export const voucherCallPromise = async (
   baseUrl: string,
   agentId: string,
   text: string,
-  p: { readonly payer: PrivateKeyAccount; readonly config: TestChannelConfig; readonly maxClaimable: bigint; readonly accepted: unknown }
+  p: {
+    readonly payer: PrivateKeyAccount
+    readonly config: TestChannelConfig
+    readonly maxClaimable: bigint
+    readonly accepted: unknown
+    /** Extra request headers (X-Chain-Budget). */
+    readonly headers?: Record<string, string>
+  }
 ): Promise<VoucherCallResult> => {
   const header = await voucherHeader(p.payer, p.config, p.maxClaimable, p.accepted)
-  const response = await fetch(`${baseUrl}/api/v1/execute`, { method: "POST", headers: { "content-type": "application/json", "PAYMENT-SIGNATURE": header }, body: echoBody(agentId, text) })
-  const json = (await response.json()) as { data?: { requestId: string }; error?: { code: string } }
+  const response = await fetch(`${baseUrl}/api/v1/execute`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "PAYMENT-SIGNATURE": header, ...p.headers },
+    body: echoBody(agentId, text)
+  })
+  const json = (await response.json()) as { data?: { requestId: string } & Record<string, unknown>; error?: { code: string } }
   const paid = response.headers.get("PAYMENT-RESPONSE")
   const extra = paid === null ? undefined : (decodePaymentResponseHeader(paid).extra as { chargedAmount: string; channelState: { chargedCumulativeAmount: string } })
   const required = response.headers.get("PAYMENT-REQUIRED")
@@ -58,6 +71,7 @@ export const voucherCallPromise = async (
   return {
     status: response.status,
     requestId: json.data?.requestId,
+    data: json.data,
     errorCode: json.error?.code,
     clientId: response.headers.get("x-client-id"),
     reason: challenge?.error,
