@@ -9,6 +9,7 @@ import { formatUsdc } from "../../src/domain/Money.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { ChannelsRepo } from "../channels/Repo.js"
+import { restoreStatement } from "../limits/statements.js"
 import { RefundsRepo } from "../refunds/Repo.js"
 import { ChainsRepo, type ChainStatus, type LockedChain } from "./Repo.js"
 
@@ -71,6 +72,8 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
           agentId: row.rootAgentId,
           subjectId: row.id
         }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
+        // As a refund of the unspent budget would: it no longer counts against the payer's spending limits.
+        yield* restoreStatement(sql, { paymentId: row.paymentId, source: `chain:${row.id}`, amount: left })
       })
 
     const spec: ChainSpec = {

@@ -16,6 +16,7 @@ import { openTestChannel, saltOf } from "../support/channelOpen.js"
 import { channelOffer, voucherCall } from "../support/channelVouchers.js"
 import { call, devAccount, publicClient, usdcBalance, walletAuth } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
+import { setLimits } from "../support/limits.js"
 import { echoCapability, registerAgent } from "../support/scenario.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
 import type { PrivateKeyAccount } from "viem/accounts"
@@ -57,6 +58,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       const payer = devAccount(3)
       const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`chain budget ${Date.now()}`))
       const walletBefore = yield* Effect.promise(() => usdcBalance(payer.address))
+      // The payer keeps a daily limit: its spending counts the budget while the chain runs.
+      expect((yield* setLimits(payer, { perDayMax: 10_000_000n })).status).toBe(200)
 
       // The budget's 402 offers the channel for the whole budget.
       const accepted = yield* channelOffer(baseUrl, A, { "X-Chain-Budget": "0.10" })
@@ -84,6 +87,10 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       expect(yield* ledger(Accounts.channelReceivable)).toBe(spent)
       expect(yield* ledger(Accounts.chainBudgets)).toBe(0n)
       expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
+      // As a refund of the unspent budget would, its return gives it back to the payer's day: what is left counted is
+      // what the chain spent.
+      const [spending] = yield* sql<{ spent: string }>`SELECT COALESCE(SUM(spent), 0)::text AS spent FROM payer_spending WHERE payer = ${payer.address.toLowerCase()} AND agent_id = ''`
+      expect(spending?.spent).toBe(spent.toString())
       // No second path: no refund queued or sent.
       expect(yield* sql`SELECT 1 FROM refunds WHERE chain_id = ${chain.chainId}`).toEqual([])
       yield* (yield* TreasuryWorker).processDue
