@@ -101,7 +101,7 @@ const rpcHop = async (upstream: string) => {
 }
 
 /** Round robin over the instances, one request each in turn, with X-Forwarded-For/-Proto/-Host. */
-const balancer = async (origins: ReadonlyArray<string>) => {
+export const balancer = async (origins: ReadonlyArray<string>) => {
   let next = 0
   const server = http.createServer((req, res) => {
     const target = new URL(origins[next++ % origins.length]!)

@@ -89,7 +89,7 @@ export const renderChannelsSection = (report: ChannelsReport): string => {
   )
   lines.push("")
   lines.push(
-    "One chain snapshot and database for every phase; phases one after the other, each with its own fresh service. **voucher**: the unmodified official " +
+    "One chain (a new one per block time), and one snapshot of it and of the database for every phase; phases one after the other, each with its own fresh service. **voucher**: the unmodified official " +
       "batch-settlement client (`@x402/fetch` `wrapFetchWithPayment` + `@x402/evm`'s `BatchSettlementEvmScheme`), one channel per concurrent worker, " +
       "every worker's deposit made before timing; each call is the client's unpaid request, our 402, and the voucher-paid retry (the HTTP requests per " +
       "call column). **voucher, one request**: the same client paying from the first 402 it saw (its x402HTTPClient, as " +

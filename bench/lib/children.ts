@@ -35,7 +35,10 @@ export const onCleanup = (name: string, run: () => Promise<void>): (() => void) 
   }
 }
 
-/** Runs every registered finalizer, newest first; each gets its own time limit. */
+/**
+ * Runs every registered finalizer, newest first; each gets its own time limit. Calls while it runs share the run; once
+ * it is done, what was registered since can be cleaned up by another call (a bench that starts fresh infrastructure).
+ */
 export const cleanupAll = (): Promise<void> =>
   (cleaning ??= (async () => {
     while (finalizers.length > 0) {
@@ -53,7 +56,9 @@ export const cleanupAll = (): Promise<void> =>
         clearTimeout(timer)
       }
     }
-  })())
+  })().finally(() => {
+    cleaning = undefined
+  }))
 
 const liveChildren = new Set<ChildProcess>()
 

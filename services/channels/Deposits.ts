@@ -34,8 +34,12 @@ export interface DepositInput {
 
 type Finished = Exclude<TxOutcome, { _tag: "Pending" }>
 
-/** Channel states that take a deposit (a first deposit that failed may be tried again with a new authorization). */
-const TAKES_DEPOSITS: ReadonlyArray<ChannelRow["status"]> = ["depositPending", "open", "depositFailed"]
+/**
+ * Channel states that take a deposit: a first deposit that failed may be tried again with a new authorization, and a
+ * channel the payer left (refunded or withdrawn) opens again with a new deposit (the official client deposits into the
+ * same channel after a full refund). Not while the payer's withdrawal runs or a claim is failing.
+ */
+const TAKES_DEPOSITS: ReadonlyArray<ChannelRow["status"]> = ["depositPending", "open", "depositFailed", "drained", "closed"]
 
 export class Deposits extends Effect.Service<Deposits>()("channels/Deposits", {
   effect: Effect.gen(function* () {

@@ -67,7 +67,14 @@ export class ChannelRefunds extends Effect.Service<ChannelRefunds>()("channels/R
             if (done.value.totalClaimed !== null) {
               yield* facts.deliver(channelId, { type: "CLAIMED", at, txHash, totalClaimed: done.value.claimedOnChain.toString() })
             }
-            if (refunded > 0n) yield* facts.deliver(channelId, { type: "REFUNDED", at, txHash, amount: refunded.toString(), unsettled: done.value.unsettled.toString() })
+            if (refunded > 0n) {
+              // What stays unclaimed in the channel after the refund: more than nothing, and the refund was partial.
+              const left = balanceAfter > done.value.claimedOnChain ? balanceAfter - done.value.claimedOnChain : 0n
+              yield* facts.deliver(channelId, {
+                type: "REFUNDED", at, txHash, amount: refunded.toString(), unsettled: done.value.unsettled.toString(),
+                balance: balanceAfter.toString(), left: left.toString()
+              })
+            }
           }
           return Option.some({ txHash: receipt.transactionHash, refunded, channelBalanceAfter: balanceAfter })
         }))

@@ -40,6 +40,8 @@ export class ChannelMachine extends Effect.Service<ChannelMachine>()("channels/C
         mirrorBalance: ({ balance }, { id, row }) =>
           // Only deposits move an open channel's balance, and only up: a lower figure is an earlier deposit's, read late.
           repo.mirrorBalance(id, micros(balance) < row.balance ? row.balance : micros(balance)),
+        // After a refund (the ceiling for charges comes down with it) or a deposit reopening the channel: the chain's figure.
+        setBalance: ({ balance }, { id }) => (balance === null ? Effect.void : repo.mirrorBalance(id, micros(balance))),
         // Nothing more is charged once the payer started a withdrawal: one claim of everything charged is due at once,
         // long before `at` (the withdrawal's finalizable time, at least 15 minutes away).
         claimBefore: ({ at }, { id, event }) => repo.claimDue(id, new Date(Math.min(event.at, at)), new Date(at)),

@@ -9,9 +9,10 @@ import { Effect, Schedule } from "effect"
 import { getAddress, type Hex } from "viem"
 import { beforeAll, inject } from "vitest"
 import { fakeAgent } from "../support/agents.js"
-import { channelClient, payloadType } from "../support/channelClient.js"
+import { channelClient, payloadType, recordingFetch } from "../support/channelClient.js"
+import { settleSharedPool } from "../support/channelPool.js"
 import { bigints } from "../support/channelChain.js"
-import { devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
+import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
@@ -54,18 +55,8 @@ const SETTINGS = {
   RATE_LIMIT_CLIENT_PER_WINDOW: "1000"
 }
 
-// The run's devnet is shared by every test file, and x402BatchSettlement pools what is claimed per receiver: earlier
-// files' claims for the same treasury would ride on this file's settle into the treasury without being this
-// database's. Settle that pool before the service starts (settle is open to anyone), so what it books is its own.
-beforeAll(async () => {
-  const hash = await walletFor(devAccount(7)).writeContract({
-    address: BATCH_SETTLEMENT_ADDRESS,
-    abi: officialBatchSettlementAbi,
-    functionName: "settle",
-    args: [TREASURY, getAddress(inject("usdcAddress"))]
-  })
-  await publicClient().waitForTransactionReceipt({ hash })
-})
+// Claims of earlier files on the shared devnet must not ride on this file's settle.
+beforeAll(settleSharedPool)
 
 layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-settlement client", (it) => {
   it.scoped(
@@ -79,12 +70,7 @@ layer(TestApp(SETTINGS), { excludeTestServices: true })("the official batch-sett
         const payerBefore = yield* Effect.promise(() => usdcBalance(payer.address))
 
         const sent: Array<string> = []
-        const recording: typeof fetch = (input, init) => {
-          const header = input instanceof Request ? input.headers.get("payment-signature") : null
-          if (header !== null) sent.push(header)
-          return fetch(input, init)
-        }
-        const payerClient = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), salt: "channel-official-client test", depositCalls: 200, fetch: recording })
+        const payerClient = channelClient(payer, { rpcUrl: inject("rpcUrl"), usdc: getAddress(inject("usdcAddress")), salt: "channel-official-client test", depositCalls: 200, fetch: recordingFetch(sent) })
         const pay = (n: number) =>
           Effect.promise(async () => {
             // #region docs:channel-pay

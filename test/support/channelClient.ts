@@ -78,3 +78,10 @@ export const payloadType = (header: string): string | undefined => {
   const payload: unknown = decoded.payload
   return typeof payload === "object" && payload !== null && "type" in payload && typeof payload.type === "string" ? payload.type : undefined
 }
+
+/** A `fetch` that keeps every PAYMENT-SIGNATURE header it sends in `sent` (what the client paid with, in order). */
+export const recordingFetch = (sent: Array<string>): typeof fetch => (input, init) => {
+  const header = input instanceof Request ? input.headers.get("payment-signature") : null
+  if (header !== null) sent.push(header)
+  return fetch(input, init)
+}

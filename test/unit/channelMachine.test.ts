@@ -52,8 +52,8 @@ describe("channel machine", () => {
     expect(withdrawing.state).toBe("withdrawing")
     expect(actionsOf(withdrawing, "claimBefore")).toEqual([{ at: T0 + 86_400_000 }])
     expect(withdrawing.snapshot.context).toMatchObject({ withdrawRequestedAt: T0 + 10, finalizableAt: T0 + 86_400_000 })
-    // No top-up reopens a withdrawing channel for charges.
-    expect(stepMachine(channelMachine, withdrawing.persisted, deposit("9000000")).changed).toBe(false)
+    // No top-up reopens a withdrawing channel for charges (its balance is only mirrored).
+    expect(stepMachine(channelMachine, withdrawing.persisted, deposit("9000000")).state).toBe("withdrawing")
   })
 
   it("a finalized withdrawal writes off what was never claimed, then drains until the last settle closes it", () => {
@@ -73,6 +73,56 @@ describe("channel machine", () => {
     const refunded = last(run(opened(), [{ type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "5000000", unsettled: "0" }]))
     expect(refunded.state).toBe("closed")
     expect(actionsOf(refunded, "writeOffUnclaimed")).toEqual([{ reason: "refunded" }])
+  })
+
+  it("a partial refund keeps the channel open with its balance mirror lowered; refunding the rest drains it", () => {
+    const steps = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "2000000", unsettled: "0", balance: "3000000", left: "3000000" },
+      { type: "REFUNDED", at: T0 + 6, txHash: "0xr2", amount: "2600000", unsettled: "400000", balance: "400000", left: "0" }
+    ])
+    expect(steps.map((s) => s.state)).toEqual(["open", "drained"])
+    expect(actionsOf(steps[0]!, "setBalance")).toEqual([{ balance: "3000000" }])
+    expect(actionsOf(steps[0]!, "writeOffUnclaimed")).toEqual([])
+    expect(actionsOf(steps[1]!, "writeOffUnclaimed")).toEqual([{ reason: "refunded" }])
+    expect(actionsOf(steps[1]!, "setBalance")).toEqual([{ balance: "400000" }])
+    // A refund recorded before partial refunds existed (no `left`) still means the payer left.
+    expect(last(run(opened(), [{ type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "1", unsettled: "0" }])).state).toBe("closed")
+    // A partial refund while the payer withdraws: the withdrawal goes on.
+    const withdrawing = run(opened(), [
+      { type: "WITHDRAW_INITIATED", at: T0 + 10, finalizableAt: T0 + 100 },
+      { type: "REFUNDED", at: T0 + 11, txHash: "0xr3", amount: "1000000", unsettled: "0", balance: "4000000", left: "4000000" }
+    ])
+    expect(withdrawing.map((s) => s.state)).toEqual(["withdrawing", "withdrawing"])
+  })
+
+  it("a deposit into a channel the payer left opens it again with the chain's balance", () => {
+    const fromDrained = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "4600000", unsettled: "400000", balance: "400000", left: "0" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 6, txHash: "0xd2", balance: "1400000" },
+      { type: "SETTLED", at: T0 + 7, txHash: "0xs1", amount: "400000", unsettled: "0" }
+    ])
+    expect(fromDrained.map((s) => s.state)).toEqual(["drained", "open", "open"])
+    expect(actionsOf(fromDrained[1]!, "setBalance")).toEqual([{ balance: "1400000" }])
+    expect(actionsOf(fromDrained[1]!, "announce")).toEqual([{ outcome: "opened" }])
+    // The settle of what was claimed before is still booked once the channel is open again.
+    expect(actionsOf(fromDrained[2]!, "bookSettle")).toEqual([{ amount: "400000" }])
+    const fromClosed = run(opened(), [
+      { type: "REFUNDED", at: T0 + 5, txHash: "0xr1", amount: "5000000", unsettled: "0", balance: "0", left: "0" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 6, txHash: "0xd2", balance: "1000000" }
+    ])
+    expect(fromClosed.map((s) => s.state)).toEqual(["closed", "open"])
+  })
+
+  it("a deposit included after the payer started withdrawing, or while a claim fails, is mirrored", () => {
+    const steps = run(opened(), [
+      { type: "WITHDRAW_INITIATED", at: T0 + 10, finalizableAt: T0 + 100 },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 11, txHash: "0xd2", balance: "7000000" },
+      { type: "CLAIM_FAILED", at: T0 + 12, reason: "reverted" },
+      { type: "DEPOSIT_INCLUDED", at: T0 + 13, txHash: "0xd3", balance: "8000000" }
+    ])
+    expect(steps.map((s) => s.state)).toEqual(["withdrawing", "withdrawing", "claimFailed", "claimFailed"])
+    expect(actionsOf(steps[1]!, "mirrorBalance")).toEqual([{ balance: "7000000" }])
+    expect(actionsOf(steps[3]!, "mirrorBalance")).toEqual([{ balance: "8000000" }])
   })
 
   it("a failed claim is a problem state that raises attention; a later claim returns to where the channel was", () => {
