@@ -1,7 +1,7 @@
 // One paid execution: the agent call, its retries within a window, and where the held payment goes
 // (released to agent and platform, refunded to the payer, or voided when it never settled).
 import { assign, setup } from "xstate"
-import type { ExecutionContext, ExecutionEvent, PaymentStatus, TimerEvent } from "./executionModel.js"
+import type { DisputeRefundTo, ExecutionContext, ExecutionEvent, PaymentStatus, TimerEvent } from "./executionModel.js"
 
 export type { ExecutionContext, ExecutionEvent, PaymentStatus, TimerEvent } from "./executionModel.js"
 export { executionStatus } from "./executionModel.js"
@@ -63,8 +63,11 @@ export const executionMachine = setup({
     returnToCredit: () => {},
     /** Host: the money into disputes held: from the escrow, or taken back from the agent and platform when released. */
     freezeForDispute: (_, _params: { readonly released: boolean }) => {},
-    /** Host: disputes held → refunds payable (the client's share, refund queued) and the rest released. */
-    settleDispute: (_, _params: { readonly clientShare: string }) => {},
+    /**
+     * Host: disputes held → the client's share (refunds payable with a refund queued; or back into the channel's
+     * receivable, off the unclaimed charge; or against the channel's write-off) and the rest released.
+     */
+    settleDispute: (_, _params: { readonly clientShare: string; readonly refundTo?: DisputeRefundTo }) => {},
     /** The first failure opens the retry window; retries do not extend it. */
     openRetryWindow: assign({ retryUntil: ({ context, event }) => context.retryUntil ?? event.at + context.retryWindowMs }),
     startAttempt: assign({ attempts: ({ context }) => context.attempts + 1, startedAt: ({ event }) => event.at }),
@@ -86,7 +89,9 @@ export const executionMachine = setup({
     releasable: ({ context }) => !context.frozen,
     frozen: ({ context }) => context.frozen,
     scoreDue: ({ context }) => context.payment === "settled" && context.unscored.length > 0,
-    nothingToRefund: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.clientShare === "0"
+    nothingToRefund: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.clientShare === "0",
+    /** The client's share is settled in the step itself (a channel's charge lowered): no transfer to wait for. */
+    refundedInPlace: ({ event }) => event.type === "DISPUTE_RESOLVED" && event.refundTo !== undefined
   }
 }).createMachine({
   id: "execution",
@@ -189,6 +194,14 @@ export const executionMachine = setup({
           on: {
             DISPUTE_RESOLVED: [
               { guard: "nothingToRefund", target: "resolved", actions: { type: "settleDispute", params: { clientShare: "0" } } },
+              {
+                guard: "refundedInPlace",
+                target: "resolved",
+                actions: {
+                  type: "settleDispute",
+                  params: ({ event }) => ({ clientShare: event.clientShare, ...(event.refundTo === undefined ? {} : { refundTo: event.refundTo }) })
+                }
+              },
               { target: "refundingDispute", actions: { type: "settleDispute", params: ({ event }) => ({ clientShare: event.clientShare }) } }
             ]
           }

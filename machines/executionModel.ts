@@ -54,14 +54,22 @@ export type ExecutionEvent =
   | { readonly type: "REFUND_CONFIRMED"; readonly at: number; readonly txHash: string; readonly amount?: string }
   /** A dispute froze the money: held escrow stops its release, released earnings are taken back. */
   | { readonly type: "DISPUTE_OPENED"; readonly at: number; readonly disputeId: string }
-  /** The platform resolved the dispute: `clientShare` (micro-USDC digits) goes back to the payer, the rest is released. */
-  | { readonly type: "DISPUTE_RESOLVED"; readonly at: number; readonly disputeId: string; readonly clientShare: string }
+  /**
+   * The platform resolved the dispute: `clientShare` (micro-USDC digits) goes back to the payer, the rest is released.
+   * `refundTo` says where a channel-paid call's share goes when it is not a wallet transfer (the default): `channel`,
+   * off the unclaimed charge into the payer's channel balance; `writtenOff`, nowhere (the payer's money left the channel
+   * unclaimed: the share reduces the write-off).
+   */
+  | { readonly type: "DISPUTE_RESOLVED"; readonly at: number; readonly disputeId: string; readonly clientShare: string; readonly refundTo?: DisputeRefundTo }
   /** Operator lever: the agent was reinstated; held money whose release was refused while it was suspended is due again. */
   | { readonly type: "AGENT_REINSTATED"; readonly at: number; readonly by: string; readonly reason: string }
   /** Operator lever: the pending refund (a failed attempt waiting for its next try) is sent at once. */
   | { readonly type: "REFUND_RETRY"; readonly at: number; readonly by: string; readonly reason: string }
   /** Operator decision on a suspended agent's frozen money: the held escrow goes back to the payer (the refund path). */
   | { readonly type: "OPERATOR_REFUND"; readonly at: number; readonly by: string; readonly reason: string }
+
+/** Where a channel-paid call's client share goes when the money never reaches a wallet (see DISPUTE_RESOLVED). */
+export type DisputeRefundTo = "channel" | "writtenOff"
 
 export type TimerEvent = "RETRY_WINDOW_CLOSED" | "RELEASE_DUE" | "AGENT_DEADLINE"
 

@@ -88,13 +88,13 @@ export class ChainRoots extends Effect.Service<ChainRoots>()("chains/ChainRoots"
       })
 
     /** The chain's rows, for the root's creation statement: budget booked, chain row, its machine and timer, chain.started. */
-    const statements = (plan: RootPlan, root: { readonly requestId: string; readonly paymentId: string; readonly payer: string; readonly agentId: string; readonly now: number }) =>
+    const statements = (plan: RootPlan, root: RootCall) =>
       Effect.gen(function* () {
         const start = startMachine(chainMachine, { deadline: root.now + CHAIN_TIMEOUT_MS })
         const rest = plan.budget - plan.price
         const hold = rest === 0n ? [] : (yield* ledger.transferStatements({
           kind: "chain_budget_hold",
-          movements: [{ debit: Accounts.settlementReceivable, credit: Accounts.chainBudgets, amount: rest }],
+          movements: [{ debit: root.receivable ?? Accounts.settlementReceivable, credit: Accounts.chainBudgets, amount: rest }],
           paymentId: root.paymentId,
           agentId: root.agentId,
           subjectId: plan.chainId

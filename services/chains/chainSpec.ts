@@ -8,6 +8,8 @@ import { isPersistedSnapshot, type PersistedSnapshot } from "../../machines/step
 import { formatUsdc } from "../../src/domain/Money.js"
 import { Accounts, Ledger } from "../ledger/Ledger.js"
 import { Outbox } from "../outbox/Outbox.js"
+import { ChannelsRepo } from "../channels/Repo.js"
+import { restoreStatement } from "../limits/statements.js"
 import { RefundsRepo } from "../refunds/Repo.js"
 import { ChainsRepo, type ChainStatus, type LockedChain } from "./Repo.js"
 
@@ -50,6 +52,29 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
     const ledger = yield* Ledger
     const outbox = yield* Outbox
     const refunds = yield* RefundsRepo
+    const channels = yield* ChannelsRepo
+
+    /**
+     * A budget bought with a channel voucher (services/executions/channeled.ts): the root's charge was the whole budget
+     * and stayed open while the chain ran; now it keeps what the chain spent and the rest goes back to the channel
+     * (its charged total lowered, the claim takes only the spent part), the ledger moving the unspent budget back into
+     * the channel's receivable. If the payer's money left the channel meanwhile (the charge written off), the unspent
+     * part lowers that loss instead.
+     */
+    const returnToChannel = (row: LockedChain, left: bigint) =>
+      Effect.gen(function* () {
+        const kept = yield* channels.keep(row.rootExecutionId, row.totalBudget - left)
+        if (left === 0n) return
+        yield* ledger.transfer({
+          kind: "chain_channel_return",
+          movements: [{ debit: Accounts.chainBudgets, credit: kept.outcome === "kept" ? Accounts.channelReceivable : Accounts.channelLosses, amount: left }],
+          paymentId: row.paymentId,
+          agentId: row.rootAgentId,
+          subjectId: row.id
+        }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
+        // As a refund of the unspent budget would: it no longer counts against the payer's spending limits.
+        yield* restoreStatement(sql, { paymentId: row.paymentId, source: `chain:${row.id}`, amount: left })
+      })
 
     const spec: ChainSpec = {
       machine: chainMachine,
@@ -65,7 +90,10 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
             const payment = paymentOf(row.facts.paymentStatus)
             const status = chainOutcome(payment, statuses)
             const left = row.remaining
-            if (left > 0n) {
+            const [paid] = yield* sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${row.paymentId}`
+            if (paid !== undefined && paid.channelId !== null) {
+              yield* returnToChannel(row, left)
+            } else if (left > 0n) {
               // Settled: the unspent budget is the payer's, sent back on chain once (one refund row per chain). Never
               // settled: it was never ours; the receivable it was booked against is written off with it.
               yield* ledger.transfer({
@@ -77,6 +105,7 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
               }).pipe(Effect.catchTag("LedgerInvariantError", Effect.die))
               if (payment === "settled") yield* refunds.createForChain({ chainId: row.id, paymentId: row.paymentId, to: row.payer, amount: left })
             }
+            // A channel-funded chain's unspent budget went back into the channel: refunded, though not on chain.
             yield* sql`UPDATE chains SET status = ${status}, remaining = 0, refund_amount = ${payment === "settled" ? left.toString() : "0"},
                        completed_at = ${new Date(event.at)} WHERE id = ${row.id}`
             yield* outbox.emit("chain.completed", row.rootAgentId, {
@@ -99,5 +128,5 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
     }
     return { spec } as const
   }),
-  dependencies: [ChainsRepo.Default, Ledger.Default, Outbox.Default, RefundsRepo.Default]
+  dependencies: [ChainsRepo.Default, Ledger.Default, Outbox.Default, RefundsRepo.Default, ChannelsRepo.Default]
 }) {}

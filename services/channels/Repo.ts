@@ -100,11 +100,21 @@ export const KeepOutcome = Schema.Struct({
 })
 export type KeepOutcome = typeof KeepOutcome.Type
 
+/** Where a dispute's client share of a channel-paid call goes (migrations/0053_channel_dispute_refunds.sql). */
+export const DisputeRefund = Schema.Struct({
+  outcome: Schema.Literal("channel", "claimed", "written_off", "not_kept", "short", "unknown"),
+  /** The charge's kept amount after the statement. */
+  kept: Schema.BigInt,
+  chargedCumulative: Schema.NullOr(Schema.BigInt)
+})
+export type DisputeRefund = typeof DisputeRefund.Type
+
 const rows = rowsOf(ChannelRow)
 const keeps = rowsOf(KeepOutcome)
 const outcomes = rowsOf(ChargeOutcome)
 const returns = rowsOf(ReturnOutcome)
 const takes = rowsOf(ClaimTake)
+const disputeRefunds = rowsOf(DisputeRefund)
 
 /** The outcome the statements always answer with one row; none is a bug in our SQL. */
 const single = <A>(r: ReadonlyArray<A>): Effect.Effect<A> =>
@@ -158,6 +168,17 @@ export const makeChannelsRepo = Effect.gen(function* () {
   const keep = (requestId: string, kept: bigint): Effect.Effect<KeepOutcome, SqlError.SqlError> =>
     keeps(sql`SELECT * FROM channel_keep_charge(${requestId}, ${kept})`).pipe(Effect.flatMap(single), Effect.withSpan("ChannelsRepo.keep"))
 
+  /**
+   * One statement, under the channel row's lock (held to the end of the caller's transaction): where a dispute's client
+   * share of the call `requestId` goes; with `apply`, a 'channel' answer has taken it off the charge and the channel's
+   * charged total (the next claim takes less).
+   */
+  const disputeRefund = (requestId: string, amount: bigint, apply: boolean): Effect.Effect<DisputeRefund, SqlError.SqlError> =>
+    disputeRefunds(sql`SELECT * FROM channel_dispute_refund(${requestId}, ${amount}, ${apply})`).pipe(
+      Effect.flatMap(single),
+      Effect.withSpan("ChannelsRepo.disputeRefund")
+    )
+
   /** One statement: the kept charges become claimed; what the claim submits, or none when nothing is new. */
   const claim = (channelId: string): Effect.Effect<Option.Option<ClaimTake>, SqlError.SqlError> =>
     takes(sql`SELECT * FROM channel_claim(${channelId})`).pipe(Effect.map((r) => Option.fromNullable(r[0])), Effect.withSpan("ChannelsRepo.claim"))
@@ -195,7 +216,7 @@ export const makeChannelsRepo = Effect.gen(function* () {
       ORDER BY c.created_at, c.cumulative_after`
 
   return {
-    insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, claim, charges, claimDue, claimedOnChain, settled, writeOff
+    insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, disputeRefund, claim, charges, claimDue, claimedOnChain, settled, writeOff
   } as const
 })
 

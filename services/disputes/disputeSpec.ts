@@ -1,11 +1,14 @@
 // How the host runs a dispute's machine: the escalation timer, the timeline, the resolution's money (through the
-// execution's machine, same transaction), reputation and dispute.resolved.
+// execution's machine, same transaction; a channel-paid call's share back into its channel), reputation and
+// dispute.resolved.
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { disputeMachine } from "../../machines/dispute.js"
+import type { DisputeRefundTo } from "../../machines/executionModel.js"
 import type { MachineSpec } from "../../machines/runner.js"
 import { isPersistedSnapshot } from "../../machines/step.js"
 import { formatUsdc } from "../../src/domain/Money.js"
+import { ChannelsRepo } from "../channels/Repo.js"
 import { Outbox } from "../outbox/Outbox.js"
 import { Reputation } from "../reputation/Reputation.js"
 import { type DisputeRow, DisputesRepo } from "./Repo.js"
@@ -20,6 +23,19 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
     const repo = yield* DisputesRepo
     const outbox = yield* Outbox
     const reputation = yield* Reputation
+    const channels = yield* ChannelsRepo
+
+    /**
+     * Where the client's share of a channel-paid call goes (docs/settlement.md "Disputes on channel calls"): back into
+     * the channel while no claim took the charge, nowhere when the payer's money left the channel unclaimed, else (a
+     * claimed charge, any other payment) to the payer's wallet (undefined). The answer holds the channel row's lock to
+     * the end of this transaction: no claim can take the charge before the execution's step lowers it.
+     */
+    const channelRefundOf = (executionId: string, share: bigint) =>
+      share === 0n
+        ? Effect.succeed(undefined)
+        : Effect.map(channels.disputeRefund(executionId, share, false), ({ outcome }): DisputeRefundTo | undefined =>
+          outcome === "channel" ? "channel" : outcome === "written_off" ? "writtenOff" : undefined)
 
     const spec: DisputeSpec = {
       machine: disputeMachine,
@@ -36,7 +52,14 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
           repo.addTimeline(row.id, "escalated", "platform", { reason: "the agent did not respond within 48 hours", respondBy: row.respondBy.toISOString() }, event.at),
         settle: ({ clientShare }, { row, event, deliver }) =>
           Effect.gen(function* () {
-            const delivered = yield* deliver("execution", row.executionId, { type: "DISPUTE_RESOLVED", at: event.at, disputeId: row.id, clientShare })
+            const refundTo = yield* channelRefundOf(row.executionId, BigInt(clientShare))
+            const delivered = yield* deliver("execution", row.executionId, {
+              type: "DISPUTE_RESOLVED",
+              at: event.at,
+              disputeId: row.id,
+              clientShare,
+              ...(refundTo === undefined ? {} : { refundTo })
+            })
             // The execution holds the frozen money: if it does not take the resolution, nothing may be recorded.
             if (Option.isNone(delivered) || !delivered.value.changed) {
               return yield* Effect.dieMessage(`dispute ${row.id}: execution ${row.executionId} did not take the resolution`)
@@ -79,5 +102,5 @@ export class DisputeMachine extends Effect.Service<DisputeMachine>()("disputes/D
     }
     return { spec } as const
   }),
-  dependencies: [DisputesRepo.Default, Outbox.Default, Reputation.Default]
+  dependencies: [DisputesRepo.Default, Outbox.Default, Reputation.Default, ChannelsRepo.Default]
 }) {}

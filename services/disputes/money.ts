@@ -40,11 +40,19 @@ export interface Resolved {
 }
 
 /**
- * The resolution: `clientShare` goes to refunds payable (sent on chain); the rest is released as a normal release would
+ * Where the client's share goes: refunds payable (a transfer to the payer's wallet) by default; for a channel-paid call,
+ * back into the channel's receivable (taken off the unclaimed charge: the payer's channel balance keeps it) or, when the
+ * payer's money left the channel before any claim, against that write-off (the payer has the money already).
+ */
+export const clientShareAccount = (refundTo: "channel" | "writtenOff" | undefined): string =>
+  refundTo === "channel" ? Accounts.channelReceivable : refundTo === "writtenOff" ? Accounts.channelLosses : Accounts.refundsPayable
+
+/**
+ * The resolution: `clientShare` goes to `clientAccount` (refunds payable: sent on chain; see clientShareAccount); the rest is released as a normal release would
  * be, the platform and the agent each bearing the refund in proportion to their part of the price (the platform's kept
  * part rounded down). The agent's part first repays the debt this dispute recorded.
  */
-export const resolve = (m: DisputedMoney, clientShare: bigint, debt: bigint): Resolved => {
+export const resolve = (m: DisputedMoney, clientShare: bigint, debt: bigint, clientAccount: string = Accounts.refundsPayable): Resolved => {
   if (clientShare < 0n || clientShare > m.price) throw new RangeError(`client share ${clientShare} outside 0..${m.price}`)
   const remaining = m.price - clientShare
   const toPlatform = (m.platformPart * remaining) / m.price
@@ -57,7 +65,7 @@ export const resolve = (m: DisputedMoney, clientShare: bigint, debt: bigint): Re
     toAgent,
     debtRepaid,
     movements: [
-      { debit: Accounts.disputesHeld, credit: Accounts.refundsPayable, amount: clientShare },
+      { debit: Accounts.disputesHeld, credit: clientAccount, amount: clientShare },
       { debit: Accounts.disputesHeld, credit: Accounts.platformRevenue, amount: toPlatform },
       { debit: Accounts.disputesHeld, credit: Accounts.agentDebt(m.agentId), amount: debtRepaid },
       { debit: Accounts.disputesHeld, credit: Accounts.agentAvailable(m.agentId), amount: toAgent }

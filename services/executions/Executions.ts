@@ -63,14 +63,14 @@ export class Executions extends Effect.Service<Executions>()("executions/Executi
     const execute = (req: ExecuteRequest, funding: Funding, ctx: ExecuteContext) => {
       switch (funding._tag) {
         case "X402":
-          // A batch-settlement voucher (or deposit) pays from the payer's channel; an upto authorization a metered call's
-          // maximum, settling what it used; a chain's budget is bought with `exact`.
+          // A batch-settlement voucher (or deposit) pays from the payer's channel (a call, or a chain's whole budget); an
+          // upto authorization a metered call's maximum, settling what it used.
           return Effect.flatMap(channelCredential(funding), Option.match({
             onNone: () => Effect.flatMap(uptoCredential(funding), Option.match({
               onNone: () => paid(req, funding, ctx),
               onSome: (credential) => upto(req, credential, ctx)
             })),
-            onSome: (credential) => channeled(req, credential, ctx)
+            onSome: (credential) => channeled(req, credential, funding.budget, ctx)
           }))
         case "Credit":
           return credited(req, funding, ctx)

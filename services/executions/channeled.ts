@@ -20,7 +20,7 @@ import { MachineHost } from "../../machines/Host.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
 import { Conflict, type PaymentRequired, type RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
-import type { X402Funding } from "../../src/domain/Funding.js"
+import type { BudgetPurchase, PlannedBudget, RootCall, X402Funding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { isMetered, meterOf, quoteOf } from "../../src/domain/Pricing.js"
@@ -51,10 +51,10 @@ import { ExecutionsRepo } from "./Repo.js"
 import { requestHashOf } from "./resend.js"
 import * as View from "./View.js"
 
-/** The credential of a funding that pays by channel: an x402 v2 payload naming `batch-settlement`, for a call of its own. */
+/** The credential of a funding that pays by channel: an x402 v2 payload naming `batch-settlement` (a call, or a chain's budget). */
 export const channelCredential = (funding: X402Funding): Effect.Effect<Option.Option<PaymentCredential>> => {
   const presented = funding.payment
-  if (presented === undefined || presented instanceof PaymentRejected || presented.version !== 2 || funding.budget !== undefined) {
+  if (presented === undefined || presented instanceof PaymentRejected || presented.version !== 2) {
     return Effect.succeed(Option.none())
   }
   return decodeBase64Json(presented.raw.trim(), "PAYMENT-SIGNATURE").pipe(
@@ -86,28 +86,33 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
 
   const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
-  /** The row as the client reads it, with what the channel kept of this call's charge. */
-  const answered = (requestId: string, payment: PaymentUse) =>
+  /** The row as the client reads it, with what the channel kept of this call's charge (and a chain root's chain). */
+  const answered = (requestId: string, payment: PaymentUse, chain: Option.Option<{ readonly plan: PlannedBudget; readonly root: RootCall }> = Option.none()) =>
     Effect.gen(function* () {
       const row = Option.getOrThrow(yield* load(requestId))
       const use = yield* funds.chargeOf(requestId, payment)
-      return { _tag: "Done", view: View.forClient(row, true), payment: { ...use, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
+      const view = Option.isNone(chain) ? View.forClient(row, true)
+        : { ...View.forClient(row, true), transactionId: row.transactionId, chain: yield* chain.value.plan.info(chain.value.root) }
+      return { _tag: "Done", view, payment: { ...use, receipt: receipts.issue(row) } } satisfies ExecuteOutcome
     })
 
-  return (req: ExecuteRequest, credential: PaymentCredential, ctx: ExecuteContext) =>
+  return (req: ExecuteRequest, credential: PaymentCredential, budget: BudgetPurchase | undefined, ctx: ExecuteContext) =>
     Effect.gen(function* () {
-      // 1. Admit: the checks every paid call makes; a metered capability holds its maximum.
+      // 1. Admit: the checks every paid call makes; a metered capability holds its maximum. A chain's root
+      // (X-Chain-Budget) charges the chain's whole budget to the channel, and a chain's calls keep flat pricing.
       const { agent, capability, callbackUrl } = yield* check(req)
-      const { agentFee, price } = quoteOf(capability, "x402")
-      const metered = isMetered(capability.pricing)
+      const { agentFee, price } = quoteOf(capability, budget === undefined ? "x402" : "chain")
+      const chain = budget === undefined ? Option.none<PlannedBudget>() : Option.some(yield* budget.plan(agent, price, ctx.async || callbackUrl !== undefined))
+      const metered = Option.isNone(chain) && isMetered(capability.pricing)
+      const amount = Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget })
       const priced = paywall.price({
-        amount: price,
+        amount,
         resource: `${config.publicBaseUrl}/api/v1/execute`,
-        description: `${agent.name}: ${capability.name}`,
+        description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`,
         channels: true,
         upto: metered
       })
-      const refuse = funds.refusing(priced, price)
+      const refuse = funds.refusing(priced, amount)
 
       // 2. Fund: the payload decoded and verified against our channel; a deposit is included on chain first.
       const raw = credential.raw.trim()
@@ -119,7 +124,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
       const headerSha256 = sha256(raw)
       // A re-send of a header that already paid a call answers that call (a client that lost the answer).
       const resent = funds.resent(headerSha256, req)
-      const funded = yield* funds.fund(decoded, network, price).pipe(
+      const funded = yield* funds.fund(decoded, network, amount).pipe(
         Effect.catchTag("ChannelRefused", (refused) =>
           Effect.flatMap(resent, Option.match({ onNone: () => refuse(refused), onSome: (id) => Effect.succeed({ _tag: "Resent" as const, id }) })))
       )
@@ -127,12 +132,12 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
       const payment: PaymentUse = { header: raw, version: 2, payer, network: decoded.accepted.network, settlementTxHash: null, receipt: null, funding: "channel" }
       if (funded._tag === "Resent") return yield* answered(funded.id, { ...payment, payer: Option.getOrThrow(yield* load(funded.id)).payer })
 
-      const quote = meterOf(capability.pricing).unit === "micro-usdc" ? yield* quotes.forPayer(agent, capability, req.input, payer) : undefined
+      const quote = metered && meterOf(capability.pricing).unit === "micro-usdc" ? yield* quotes.forPayer(agent, capability, req.input, payer) : undefined
       if (callbackUrl !== undefined) yield* checkCallbackHost(req, callbackUrl)
       // Rate limits: a new call counts its windows in the reservation's statement (step 3); a repeat of an idempotent
       // request here, and gives them back (it is no new call).
       const repeatWindows = Effect.flatMap(rateLimits.admit(agent.id, payer, ctx.limits, "charged"), (giveBack) => giveBack)
-      const requestHash = requestHashOf(req, Option.none())
+      const requestHash = requestHashOf(req, Option.map(chain, (plan) => plan.budget))
       if (req.idempotencyKey !== undefined) {
         const existing = yield* repo.findIdempotent(payer, req.idempotencyKey)
         if (Option.isSome(existing)) {
@@ -165,8 +170,12 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         agentFee,
         start: { ...started, snapshot: settled.snapshot, persisted: settled.persisted },
         now,
-        metered: meteredColumns(capability, quote, "channel", price)
+        metered: Option.isNone(chain) ? meteredColumns(capability, quote, "channel", price) : {},
+        ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chain: { chainId: plan.chainId, depth: 0, parentExecutionId: null } }) })
       })
+      // A chain's budget beyond the root's price goes from the channel's receivable into the chain's budget.
+      const root: RootCall = { requestId, paymentId, payer, agentId: agent.id, now, receivable: Accounts.channelReceivable }
+      const chainRows = Option.isNone(chain) ? [] : yield* chain.value.statements(root)
       const hold = yield* ledger.transferStatements({
         kind: "channel_charge",
         movements: [{ debit: Accounts.channelReceivable, credit: Accounts.escrow, amount: price }],
@@ -175,9 +184,9 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         subjectId: requestId
       }).pipe(Effect.orDie)
       const reserved = yield* sql.withTransaction(Effect.gen(function* () {
-        const charged = yield* funds.charge(funded, requestId, price)
+        const charged = yield* funds.charge(funded, requestId, amount)
         yield* batch(sql, [
-          spendStatement(sql, { paymentId, payer, agentId: agent.id, amount: price, now }),
+          spendStatement(sql, { paymentId, payer, agentId: agent.id, amount, now }),
           prepaidPaymentStatement(sql, {
             purpose: "channel",
             paymentId,
@@ -186,7 +195,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
             payTo: network.receiver.toLowerCase(),
             asset: network.token.toLowerCase(),
             network: network.network,
-            amount: price,
+            amount,
             nonce: `0x${sha256(`channel:${requestId}`)}`,
             validBefore: 0,
             headerSha256,
@@ -194,6 +203,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
             signature: funded.voucher.signature.toLowerCase(),
             channelId: funded.channelId
           }),
+          ...chainRows,
           ...rows.statements,
           ...hold.statements,
           outbox.emitStatement("payment.received", agent.id, {
@@ -203,11 +213,14 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
             channelId: funded.channelId,
             requestId,
             agentId: agent.id,
-            amount: formatUsdc(price),
-            payer
+            amount: formatUsdc(amount),
+            payer,
+            ...Option.match(chain, { onNone: () => ({}), onSome: (plan) => ({ chainId: plan.chainId }) })
           }),
           rateLimits.countStatement(agent.id, payer, now)
         ]).pipe(Effect.tap((counts) => rateLimits.counted(counts, ctx.limits)))
+        // The budget is charged to the channel with the reservation: the chain is funded at once.
+        if (Option.isSome(chain)) yield* host.deliver("chain", chain.value.chainId, { type: "FUNDED", at: now })
         return charged
       })).pipe(
         // A refused charge rolled the whole transaction back: no window was counted.
@@ -236,22 +249,25 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         requestId,
         async: ctx.async,
         callback: callbackUrl !== undefined,
-        payment: { ...payment, channel: funds.useOf(funded, price, reserved) },
+        payment: { ...payment, channel: funds.useOf(funded, amount, reserved) },
         work: Effect.gen(function* () {
-          const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability)
+          const callContext = Option.isSome(chain) ? yield* chain.value.callContext(root) : undefined
+          const outcome = yield* agentCall.call({ id: requestId, input: req.input }, agent, capability, callContext)
           const after = yield* UnitOfWork.transaction(sql)(Effect.gen(function* () {
             if (metered) yield* metering.charge(requestId, outcome, true)
             yield* host.deliver("execution", requestId, outcome.event)
             const row = yield* steppedExecution(requestId)
-            if (Option.isSome(row) && row.value.status === "completed") yield* channels.keep(requestId, row.value.price)
+            // A chain's root keeps its charge (the budget) until the chain ends: the chain keeps what it spent.
+            if (Option.isNone(chain) && Option.isSome(row) && row.value.status === "completed") yield* channels.keep(requestId, row.value.price)
             return row
           }))
           yield* circuits.observe(agent.id, agent.circuitState, outcome.success)
-          return after
+          if (Option.isSome(chain)) yield* host.deliverNow("chain", chain.value.chainId, { type: "CHECK", at: yield* Clock.currentTimeMillis })
+          return Option.isSome(chain) ? Option.none() : after
         }),
         // The row as the record transaction left it: what the channel kept follows from it (no read back).
         done: (finished) => Option.match(finished, {
-          onNone: () => answered(requestId, payment),
+          onNone: () => answered(requestId, payment, Option.map(chain, (plan) => ({ plan, root }))),
           onSome: (row) => {
             const chargedAmount = row.status === "completed" ? row.price : 0n
             const channel = { channelId: funded.channelId, chargedAmount, chargedCumulative: funded.expected + chargedAmount }

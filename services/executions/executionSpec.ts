@@ -13,13 +13,13 @@ import { Outbox } from "../outbox/Outbox.js"
 import { restoreStatement } from "../limits/statements.js"
 import { RefundsRepo, retryNowStatement } from "../refunds/Repo.js"
 import { ChannelsRepo } from "../channels/Repo.js"
-import { creditAccount } from "../remainders/Repo.js"
 import { Outcomes } from "../reputation/Outcomes.js"
-import { freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
+import { clientShareAccount, freezeHeld, freezeReleased, releaseWithDebt, resolve } from "../disputes/money.js"
 import { debtOf, debtStatement } from "../disputes/Repo.js"
 import { type EscrowStatus, type ExecutionRow, ExecutionsRepo, type LockedExecution } from "./Repo.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
 import { CALLBACK_STATES, forCallback } from "./View.js"
+import { makeChannelReturns } from "./channelReturns.js"
 
 const TimerEvent = Schema.Struct({ type: Schema.Literal("RETRY_WINDOW_CLOSED", "RELEASE_DUE", "AGENT_DEADLINE"), at: Schema.Number })
 
@@ -82,11 +82,11 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
     const repo = yield* ExecutionsRepo
     const ledger = yield* Ledger
     const outbox = yield* Outbox
-    const channels = yield* ChannelsRepo
     const outcomes = yield* Outcomes
     const refunds = yield* RefundsRepo
     const callbacks = yield* ExecutionCallbacks
     const chainBudgets = yield* ChainBudgetReturns
+    const returns = yield* makeChannelReturns
 
     /** One movement of an execution's escrow: the balanced ledger transfer and the escrow's new status, together. */
     const moveEscrow = (row: ExecutionRow, kind: string, status: EscrowStatus, at: number, movements: ReadonlyArray<Movement>) =>
@@ -212,13 +212,16 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
               ...(debt > 0n ? { agentDebt: formatUsdc(debt) } : {})
             })
           }),
-        settleDispute: ({ clientShare }, { row, event }) =>
+        // A channel-paid call's share settles here (into the channel, or against its write-off); any other goes to a refund.
+        settleDispute: ({ clientShare, refundTo }, { row, event }) =>
           Effect.gen(function* () {
             if (event.type !== "DISPUTE_RESOLVED") return yield* Effect.dieMessage(`settleDispute on ${event.type}`)
             const share = BigInt(clientShare)
-            const outcome = resolve(moneyOf(row), share, yield* debtOf(sql, event.disputeId))
-            yield* moveEscrow(row, "dispute_resolution", share > 0n ? "refunding" : "released", event.at, outcome.movements)
-            if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
+            const outcome = resolve(moneyOf(row), share, yield* debtOf(sql, event.disputeId), clientShareAccount(refundTo))
+            const escrow = share === 0n ? "released" : refundTo === undefined ? "refunding" : "refunded"
+            yield* moveEscrow(row, "dispute_resolution", escrow, event.at, outcome.movements)
+            if (share > 0n && refundTo !== undefined) yield* returns.disputeShare(row, share, refundTo)
+            else if (share > 0n) yield* refunds.create({ executionId: row.id, paymentId: row.paymentId, to: row.payer, amount: share })
             if (outcome.toAgent > 0n) yield* announceRelease(row, outcome.toAgent)
           }),
         returnToChain: (_, { row, event }) =>
@@ -249,13 +252,8 @@ export class ExecutionMachine extends Effect.Service<ExecutionMachine>()("execut
         // charge given back before any claim can take it), and to the payer's spending limits' day.
         returnToCredit: (_, { row, event }) =>
           Effect.gen(function* () {
-            const [paid] = yield* sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${row.paymentId}`
-            if (paid?.channelId !== null && paid?.channelId !== undefined) {
-              yield* channels.keep(row.id, 0n)
-              yield* moveEscrow(row, "channel_return", "returned", event.at, [{ debit: Accounts.escrow, credit: Accounts.channelReceivable, amount: row.price }])
-            } else {
-              yield* moveEscrow(row, "credit_return", "returned", event.at, [{ debit: Accounts.escrow, credit: creditAccount(row.payer), amount: row.price }])
-            }
+            const back = yield* returns.failedCall(row)
+            yield* moveEscrow(row, back.kind, "returned", event.at, [{ debit: Accounts.escrow, credit: back.credit, amount: row.price }])
             yield* restoreStatement(sql, { paymentId: row.paymentId, source: `credit:${row.id}`, amount: row.price })
           }),
         // Only a refund waiting for its next try (a failed attempt) moves; one in flight is the treasury worker's.

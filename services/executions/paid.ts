@@ -106,8 +106,8 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
       const charge = (quote: bigint | undefined) => ({
         amount: Option.match(chain, { onNone: () => price, onSome: (plan) => plan.budget }),
         resource: `${config.publicBaseUrl}/api/v1/execute`,
-        // A call of its own may be paid by a channel voucher instead (channeled.ts); a chain's budget is bought with `exact`.
-        channels: Option.isNone(chain),
+        // A channel voucher may pay instead (channeled.ts): a call of its own, or a chain's whole budget.
+        channels: true,
         // A metered call of its own may authorize its maximum with upto instead (upto.ts) and settle only what it used.
         upto: Option.isNone(chain) && isMetered(capability.pricing),
         description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${

@@ -19,6 +19,8 @@ export const Accounts = {
   chainBudgets: "chain_budgets",
   /** Charged against payers' batch-settlement channels, not yet settled to the treasury (migration 0046). */
   channelReceivable: "channel_receivable",
+  /** Charged against channels, never claimed before the payer's money left them (migration 0048; an expense). */
+  channelLosses: "channel_losses",
   agentAvailable: (agentId: string) => `agent:${agentId}:available`,
   agentPending: (agentId: string) => `agent:${agentId}:pending`,
   /** What the agent owes the platform: earnings a dispute took back that it had already withdrawn (opened on first use). */

@@ -26,6 +26,11 @@ export interface RootCall {
   readonly payer: string
   readonly agentId: string
   readonly now: number
+  /**
+   * What backs the budget until its payment is money in hand: the settlement receivable (an `exact` payment, settled
+   * before the root agent is called) unless said otherwise (a channel voucher: the channel's receivable).
+   */
+  readonly receivable?: string
 }
 
 /** A chain the paid call starts, planned before payment (services/chains/Root.ts builds it). */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { disputeMachine } from "../../machines/dispute.js"
 import { actionsOf, startMachine, stepMachine } from "../../machines/step.js"
-import { freezeReleased, releaseWithDebt, resolve } from "../../services/disputes/money.js"
+import { clientShareAccount, freezeReleased, releaseWithDebt, resolve } from "../../services/disputes/money.js"
 import { Accounts, type Movement } from "../../services/ledger/Ledger.js"
 
 const money = { agentId: "a", price: 11_000n, platformPart: 2_500n, agentPart: 8_500n }
@@ -33,6 +33,15 @@ describe("dispute money", () => {
     expect(resolve(money, 0n, 0n)).toMatchObject({ toPlatform: 2_500n, toAgent: 8_500n })
     expect(resolve(money, 11_000n, 8_500n)).toMatchObject({ toAgent: 0n, debtRepaid: 0n })
     expect(() => resolve(money, 11_001n, 0n)).toThrow(RangeError)
+  })
+
+  it("a channel-paid call's client share goes back to the channel's receivable, or against its write-off, never to refunds payable", () => {
+    const intoChannel = resolve(money, 2_750n, 0n, clientShareAccount("channel"))
+    expect(net(intoChannel.movements, Accounts.channelReceivable)).toBe(-2_750n)
+    expect(net(intoChannel.movements, Accounts.refundsPayable)).toBe(0n)
+    const writtenOff = resolve(money, 11_000n, 0n, clientShareAccount("writtenOff"))
+    expect(net(writtenOff.movements, Accounts.channelLosses)).toBe(-11_000n)
+    expect(net(resolve(money, 11_000n, 0n, clientShareAccount(undefined)).movements, Accounts.refundsPayable)).toBe(-11_000n)
   })
 
   it("a later release repays an outstanding debt before crediting available", () => {

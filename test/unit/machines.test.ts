@@ -38,6 +38,23 @@ describe("execution machine", () => {
     }
   })
 
+  it("a dispute resolved into a channel (or against its write-off) is settled in its step; a wallet refund waits for the chain", () => {
+    const start = startMachine(executionMachine, { retryWindowMs: 600_000, deadlineMs: 90_000, startedAt: T0, credit: true })
+    const disputed = [
+      { type: "PAYMENT_SETTLED", at: T0 },
+      { type: "AGENT_SUCCEEDED", at: T0 + 10, releaseDelayMs: 86_400_000 },
+      { type: "DISPUTE_OPENED", at: T0 + 20, disputeId: "dsp_1" }
+    ] as const
+    for (const refundTo of ["channel", "writtenOff"] as const) {
+      const { last } = run(executionMachine, start.persisted, [...disputed, { type: "DISPUTE_RESOLVED", at: T0 + 30, disputeId: "dsp_1", clientShare: "2750", refundTo }])
+      expect(last.state).toBe("completed.resolved")
+      expect(actionsOf(last, "settleDispute")).toEqual([{ clientShare: "2750", refundTo }])
+    }
+    const wallet = run(executionMachine, start.persisted, [...disputed, { type: "DISPUTE_RESOLVED", at: T0 + 30, disputeId: "dsp_1", clientShare: "2750" }])
+    expect(wallet.last.state).toBe("completed.refundingDispute")
+    expect(actionsOf(wallet.last, "settleDispute")).toEqual([{ clientShare: "2750" }])
+  })
+
   it("arms a dead-attempt deadline when an attempt starts", () => {
     const start = newExecution()
     expect(start.state).toBe("running")
