@@ -5,9 +5,7 @@
 // charge, spending limits, a settled payment row, the execution, the escrow held from the channel's receivable,
 // payment.received, the rate-limit windows), run (the agent), record (one transaction: the metered charge, the machine,
 // the charge kept at what was used or given back) and answer (PAYMENT-RESPONSE with the charged amount).
-import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option, type Scope } from "effect"
-import { AppConfig } from "../../layers/Config.js"
 import { withSpan } from "../../layers/observability/span.js"
 import { decodeChannelPaymentSignature } from "../../layers/x402/batchSettlement/payloads.js"
 import type { PaymentCredential } from "../../layers/x402/credential.js"
@@ -16,7 +14,6 @@ import { namesBatchSettlement } from "../../layers/x402/batchSettlement/offer.js
 import { PaymentRejected, sha256 } from "../../layers/x402/payment.js"
 import { caip2Of } from "../../layers/x402/v2.js"
 import { executionMachine } from "../../machines/execution.js"
-import { MachineHost } from "../../machines/Host.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
 import { Conflict, type PaymentRequired, type RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
@@ -26,29 +23,20 @@ import { formatUsdc } from "../../src/domain/Money.js"
 import { isMetered, meterOf, quoteOf } from "../../src/domain/Pricing.js"
 import { ChannelsRepo } from "../channels/Repo.js"
 import { ChannelTerms } from "../channels/Terms.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Accounts } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
-import { Outbox } from "../outbox/Outbox.js"
-import { Paywall } from "../payments/Paywall.js"
 import { isPaymentReplay, prepaidPaymentStatement } from "../payments/Repo.js"
 import { batch } from "../sql/Batch.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
-import { AgentCall } from "./AgentCall.js"
-import { answering } from "./answer.js"
 import { ChannelFunds, ChannelRefused } from "./channelFunds.js"
 import { executionStatements } from "./create.js"
 import type { Timing } from "./deadline.js"
 import { steppedExecution } from "./executionSpec.js"
-import { meteredColumns, Metering } from "./metering.js"
+import { meteredColumns } from "./metering.js"
 import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
-import { lookUpCallback, prepare } from "./prepare.js"
-import { Quotes } from "./quote.js"
-import { RateLimits } from "./RateLimits.js"
-import { Receipts } from "./Receipts.js"
-import { ExecutionsRepo } from "./Repo.js"
 import { requestHashOf } from "./resend.js"
+import { pipelineParts } from "./pipeline.js"
 import * as View from "./View.js"
 
 /** The credential of a funding that pays by channel: an x402 v2 payload naming `batch-settlement` (a call, or a chain's budget). */
@@ -64,27 +52,11 @@ export const channelCredential = (funding: X402Funding): Effect.Effect<Option.Op
 }
 
 export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const config = yield* AppConfig
-  const answer = answering(scope, timing, config.publicBaseUrl)
-  const paywall = yield* Paywall
-  const ledger = yield* Ledger
-  const outbox = yield* Outbox
-  const rateLimits = yield* RateLimits
-  const repo = yield* ExecutionsRepo
-  const receipts = yield* Receipts
-  const host = yield* MachineHost
-  const agentCall = yield* AgentCall
-  const circuits = yield* Circuits
-  const metering = yield* Metering
-  const quotes = yield* Quotes
+  const { sql, config, answer, paywall, ledger, outbox, rateLimits, repo, receipts, host, agentCall, circuits, metering, quotes, check, checkCallbackHost, load } =
+    yield* pipelineParts(scope, timing)
   const channels = yield* ChannelsRepo
   const terms = yield* ChannelTerms
   const funds = yield* ChannelFunds
-  const check = yield* prepare
-  const checkCallbackHost = yield* lookUpCallback
-
-  const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
   /** The row as the client reads it, with what the channel kept of this call's charge (and a chain root's chain). */
   const answered = (requestId: string, payment: PaymentUse, chain: Option.Option<{ readonly plan: PlannedBudget; readonly root: RootCall }> = Option.none()) =>

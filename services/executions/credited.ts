@@ -3,12 +3,9 @@
 // the payer's rate-limit window, an idempotent repeat), reserve (one transaction: the credit account locked and checked,
 // spending limits, a settled credit payment row, the execution, the escrow held from the credit, payment.received), run
 // (the agent), record (one transaction: the metered charge, the remainder back to the credit, the machine) and answer.
-import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option, type Scope } from "effect"
-import { AppConfig } from "../../layers/Config.js"
 import { Chain } from "../../layers/Chain.js"
 import { executionMachine } from "../../machines/execution.js"
-import { MachineHost } from "../../machines/Host.js"
 import { startMachine, stepMachine } from "../../machines/step.js"
 import { Conflict, PaymentRequired } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
@@ -16,53 +13,28 @@ import type { CreditFunding } from "../../src/domain/Funding.js"
 import { newId, newPaymentId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { meterOf, quoteOf } from "../../src/domain/Pricing.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Accounts } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
-import { Outbox } from "../outbox/Outbox.js"
 import { isPaymentReplay, prepaidPaymentStatement } from "../payments/Repo.js"
-import { Paywall } from "../payments/Paywall.js"
 import { CreditRefused, CreditSpends } from "../remainders/CreditSpends.js"
 import { creditAccount } from "../remainders/Repo.js"
 import { batch } from "../sql/Batch.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
-import { AgentCall } from "./AgentCall.js"
 import { executionStatements } from "./create.js"
-import { answering } from "./answer.js"
 import type { Timing } from "./deadline.js"
 import { steppedExecution } from "./executionSpec.js"
-import { meteredColumns, Metering } from "./metering.js"
+import { meteredColumns } from "./metering.js"
 import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
-import { lookUpCallback, prepare } from "./prepare.js"
-import { Quotes } from "./quote.js"
-import { RateLimits } from "./RateLimits.js"
-import { Receipts } from "./Receipts.js"
-import { type ExecutionRow, ExecutionsRepo } from "./Repo.js"
 import { requestHashOf } from "./resend.js"
+import { pipelineParts } from "./pipeline.js"
 import * as View from "./View.js"
 
 export const crediting = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const config = yield* AppConfig
-  const answer = answering(scope, timing, config.publicBaseUrl)
+  const { sql, config, answer, paywall, ledger, outbox, rateLimits, repo, receipts, host, agentCall, circuits, metering, quotes, check, checkCallbackHost, load } =
+    yield* pipelineParts(scope, timing)
   const chain = yield* Chain
-  const paywall = yield* Paywall
   const spends = yield* CreditSpends
-  const ledger = yield* Ledger
-  const outbox = yield* Outbox
-  const rateLimits = yield* RateLimits
-  const repo = yield* ExecutionsRepo
-  const receipts = yield* Receipts
-  const host = yield* MachineHost
-  const agentCall = yield* AgentCall
-  const circuits = yield* Circuits
-  const metering = yield* Metering
-  const quotes = yield* Quotes
-  const check = yield* prepare
-  const checkCallbackHost = yield* lookUpCallback
-
-  const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
   return (req: ExecuteRequest, funding: CreditFunding, ctx: ExecuteContext) =>
     Effect.gen(function* () {

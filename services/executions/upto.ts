@@ -5,26 +5,20 @@
 // rate-limit windows), run (the agent), record (one transaction: the metered charge, the machine, and the payment's
 // charge, or the payment voided when the call failed), settle (exactly the charge, one transaction through the treasury
 // writer: services/payments/UptoSettlements.ts) and answer, as x402's own server does: verify → work → settle → answer.
-import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Option, type Scope } from "effect"
-import { AppConfig } from "../../layers/Config.js"
 import { withSpan } from "../../layers/observability/span.js"
 import type { PaymentCredential } from "../../layers/x402/credential.js"
 import { PaymentRejected, sha256 } from "../../layers/x402/payment.js"
 import { nonceKey } from "../../layers/x402/upto/payload.js"
 import { executionMachine } from "../../machines/execution.js"
-import { MachineHost } from "../../machines/Host.js"
 import { startMachine } from "../../machines/step.js"
 import { Conflict, type PaymentRequired, type RateLimited } from "../../src/domain/Errors.js"
 import type { ExecuteRequest } from "../../src/domain/Execution.js"
 import { newId } from "../../src/domain/Ids.js"
 import { formatUsdc } from "../../src/domain/Money.js"
 import { isMetered, meterOf, quoteOf } from "../../src/domain/Pricing.js"
-import { Circuits } from "../circuits/Circuits.js"
-import { Accounts, Ledger } from "../ledger/Ledger.js"
+import { Accounts } from "../ledger/Ledger.js"
 import { limitRefusal, spendStatement } from "../limits/statements.js"
-import { Outbox } from "../outbox/Outbox.js"
-import { Paywall } from "../payments/Paywall.js"
 import { chargeStatement, uptoPaymentStatements } from "../payments/uptoRepo.js"
 import { UptoSettlements } from "../payments/UptoSettlements.js"
 import { unsettledRefusal } from "../payments/unsettled.js"
@@ -32,43 +26,21 @@ import { isPaymentReplay } from "../payments/Repo.js"
 import { batch } from "../sql/Batch.js"
 import { isUniqueViolation, sqlErrorsAsDefects } from "../sql/SqlErrors.js"
 import * as UnitOfWork from "../sql/UnitOfWork.js"
-import { AgentCall } from "./AgentCall.js"
-import { answering } from "./answer.js"
 import { executionStatements } from "./create.js"
 import type { Timing } from "./deadline.js"
 import { steppedExecution } from "./executionSpec.js"
-import { meteredColumns, Metering } from "./metering.js"
+import { meteredColumns } from "./metering.js"
 import type { ExecuteContext, ExecuteOutcome, PaymentUse } from "./outcome.js"
-import { lookUpCallback, prepare } from "./prepare.js"
-import { Quotes } from "./quote.js"
-import { RateLimits } from "./RateLimits.js"
-import { Receipts } from "./Receipts.js"
-import { ExecutionsRepo } from "./Repo.js"
 import { requestHashOf } from "./resend.js"
 import { UptoFunds } from "./uptoFunds.js"
+import { pipelineParts } from "./pipeline.js"
 import * as View from "./View.js"
 
 export const uptoPaying = (scope: Scope.Scope, timing: Timing) => Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const config = yield* AppConfig
-  const answer = answering(scope, timing, config.publicBaseUrl)
-  const paywall = yield* Paywall
-  const ledger = yield* Ledger
-  const outbox = yield* Outbox
-  const rateLimits = yield* RateLimits
-  const repo = yield* ExecutionsRepo
-  const receipts = yield* Receipts
-  const host = yield* MachineHost
-  const agentCall = yield* AgentCall
-  const circuits = yield* Circuits
-  const metering = yield* Metering
-  const quotes = yield* Quotes
+  const { sql, config, answer, paywall, ledger, outbox, rateLimits, repo, receipts, host, agentCall, circuits, metering, quotes, check, checkCallbackHost, load } =
+    yield* pipelineParts(scope, timing)
   const funds = yield* UptoFunds
   const settlements = yield* UptoSettlements
-  const check = yield* prepare
-  const checkCallbackHost = yield* lookUpCallback
-
-  const load = (id: string) => repo.find(id).pipe(Effect.orDie)
 
   /**
    * The call as it stands, for its payer: the view, and what settled (the charge, its transaction) once it did. A
