@@ -26,7 +26,15 @@ export type ChannelEvent =
   /** A claim transaction reverted or was refused: the charged amount is still only a receivable. */
   | { readonly type: "CLAIM_FAILED"; readonly at: number; readonly reason: string }
   /** A settle moved claimed money to the receiver (our treasury); `unsettled` is what stays claimed but unsettled. */
-  | { readonly type: "SETTLED"; readonly at: number; readonly txHash: string; readonly amount: string; readonly unsettled: string }
+  | {
+    readonly type: "SETTLED"
+    readonly at: number
+    readonly txHash: string
+    readonly amount: string
+    readonly unsettled: string
+    /** The block the settle was mined in: its booking counts from there (the reconciliation compares at a block). */
+    readonly block?: string
+  }
   /**
    * The receiver refunded `amount` of the unclaimed balance to the payer (a cooperative refund). `balance`: the channel's
    * on-chain balance after it; `left`: what of it is still unclaimed. A refund that leaves something unclaimed is partial:

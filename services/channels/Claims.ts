@@ -152,7 +152,10 @@ export class ChannelClaims extends Effect.Service<ChannelClaims>()("channels/Cla
         // before it (settle is permissionless; the money went to the treasury all the same).
         const booked = yield* repo.settleBooked(txId)
         const txHash = outcome.receipt.transactionHash
-        for (const c of booked) yield* facts.deliver(c.id, { type: "SETTLED", at, txHash, amount: c.amount.toString(), unsettled: c.unsettled.toString() })
+        const block = outcome.receipt.blockNumber.toString()
+        for (const c of booked) {
+          yield* facts.deliver(c.id, { type: "SETTLED", at, txHash, amount: c.amount.toString(), unsettled: c.unsettled.toString(), block })
+        }
         const attributed = booked.reduce((s, c) => s + c.amount, 0n)
         const moved = parseEventLogs({ abi: batchSettlementAbi, eventName: "Settled", logs: outcome.receipt.logs }).reduce((s, l) => s + l.args.amount, 0n)
         if (booked.length > 0 && moved !== attributed) {

@@ -56,7 +56,9 @@ export class ChannelMachine extends Effect.Service<ChannelMachine>()("channels/C
               kind: "channel_settle",
               movements: [{ debit: networks.treasuryAccount(row.network), credit: Accounts.channelReceivable, amount: settled }],
               subjectId: id,
-              txHash: "txHash" in event ? event.txHash : null
+              txHash: "txHash" in event ? event.txHash : null,
+              // Booked at its block: a reconciliation at an earlier (final) block does not count it yet.
+              chainBlock: event.type === "SETTLED" && event.block !== undefined ? BigInt(event.block) : null
             })
             yield* repo.settled(id, settled)
           }),

@@ -80,6 +80,13 @@ layer(App, { timeout: 240_000 })("channel claims and settles", (it) => {
       expect((yield* treasuryUsdc) - treasuryOnChainBefore).toBe(total)
       expect((yield* ledgerBalance(Accounts.treasury)) - treasuryLedgerBefore).toBe(total)
       expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(0n)
+      // The settle's bookings carry its block: a reconciliation at an earlier (final) block does not count them yet.
+      const { sql } = yield* TestEnv
+      const bookedAt = yield* sql<{ chainBlock: string | null }>`SELECT DISTINCT t.chain_block::text AS chain_block FROM ledger_transfers t
+        WHERE t.kind = 'channel_settle' AND t.tx_hash = ${(yield* txsOf("channel_settle"))[0]!.txHash}`
+      const settleReceipt = yield* Effect.flatMap(OwnChannelChain, (c) =>
+        Effect.flatMap(txsOf("channel_settle"), (txs) => Effect.promise(() => c.publicClient.getTransactionReceipt({ hash: txs[0]!.txHash as Hex }))))
+      expect(bookedAt).toEqual([{ chainBlock: settleReceipt.blockNumber.toString() }])
       // Nothing new: the next pass sends nothing.
       expect(yield* claims.pass(true)).toEqual([{ network: NAME, claimed: 0, settled: 0n }])
     }))
