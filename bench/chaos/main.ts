@@ -1,4 +1,4 @@
-// The fault campaign (`npm run chaos -- --rounds N [--seed S] [--calls C] [--concurrency K]`): two instances of the
+// The fault campaign (`npm run chaos -- --rounds N [--seed S] [--calls C] [--concurrency K] [--faults a,b]`): two instances of the
 // service on one PostgreSQL and one chain behind a round-robin balancer, under paid-call load; each round strikes one
 // fault at a random moment (kill -9 of an instance, kill -9 of PostgreSQL, the RPC failing or hanging, a reorg), waits
 // until the cluster finished what the round started, and checks the money (checks.ts). Prints every round and writes
@@ -11,7 +11,7 @@ import { registerAgent } from "../lib/jobs.js"
 import { log, ROOT, sleep } from "../lib/params.js"
 import { balancesOf, check, payerAddresses, settle } from "./checks.js"
 import { startCluster } from "./cluster.js"
-import { FAULT_KINDS, inject } from "./faults.js"
+import { FAULT_KINDS, type FaultKind, inject } from "./faults.js"
 import { paidLoad } from "./load.js"
 import { type RoundResult, roundLine, writeReport } from "./report.js"
 
@@ -25,12 +25,23 @@ const flag = (name: string, fallback: number) => {
   return n
 }
 
+/** `--faults reorg,kill-instance`: only these kinds (all by default). */
+const faultKinds = (): ReadonlyArray<FaultKind> => {
+  const i = process.argv.indexOf("--faults")
+  if (i < 0) return FAULT_KINDS
+  const named = String(process.argv[i + 1]).split(",")
+  const unknown = named.filter((k) => !(FAULT_KINDS as ReadonlyArray<string>).includes(k))
+  if (unknown.length > 0) throw new Error(`--faults: unknown ${unknown.join(", ")} (known: ${FAULT_KINDS.join(", ")})`)
+  return FAULT_KINDS.filter((k) => named.includes(k))
+}
+
 const main = async () => {
   installSignalHandlers()
   const rounds = flag("rounds", 10)
   const seed = flag("seed", Date.now() % 1_000_000)
   const calls = flag("calls", 40)
   const concurrency = flag("concurrency", 8)
+  const kinds = faultKinds()
   const output = process.env["CHAOS_OUTPUT"] ?? path.join(ROOT, "docs", "reliability.md")
   const random = prng(seed)
   const startedAt = new Date()
@@ -42,7 +53,7 @@ const main = async () => {
   const initial = await balancesOf(cluster, payerAddresses())
   const results: Array<RoundResult> = []
   for (let round = 1; round <= rounds; round++) {
-    const kind = FAULT_KINDS[Math.floor(random() * FAULT_KINDS.length)]!
+    const kind = kinds[Math.floor(random() * kinds.length)]!
     const atMs = Math.floor(random() * 3_000)
     const started = Date.now()
     const load = paidLoad(cluster.balancer, agentId, calls, concurrency, round * 1_000)
