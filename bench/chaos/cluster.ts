@@ -161,6 +161,9 @@ export const startCluster = async (options: { readonly confirmations: number }):
     CHAIN_CONFIRMATIONS: String(options.confirmations),
     // A failed call is refunded once its client's retry window closed: short, so that a round sees its refunds.
     EXECUTION_RETRY_WINDOW_SECONDS: "15",
+    // Channel claims within a round (every 5 s, or once 0.05 USDC is charged), so that faults strike them too.
+    CHANNEL_CLAIM_INTERVAL_SECONDS: "5",
+    CHANNEL_CLAIM_AT_MICRO_USDC: "50000",
     RATE_LIMIT_AGENT_PER_WINDOW: "100000000",
     RATE_LIMIT_CLIENT_PER_WINDOW: "100000000",
     HEALTH_PROBE_INTERVAL_MS: "3600000",

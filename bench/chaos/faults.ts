@@ -1,6 +1,6 @@
 // The campaign's faults, one per round, each at a random moment of the round's load: kill -9 of one instance (its
 // supervisor restarts it), kill -9 of PostgreSQL (then started again on the same data), the RPC failing or hanging for
-// seconds, and a reorg of a few blocks.
+// seconds, and a reorg of a few blocks (a branch the node takes back whole: see `reorg`).
 import { BenchError, sleep } from "../lib/params.js"
 import type { Cluster } from "./cluster.js"
 import { waitHealthy } from "../lib/servers.js"
@@ -60,9 +60,32 @@ export const inject = async (cluster: Cluster, kind: FaultKind, random: () => nu
       return { kind, detail: `${ms} ms` }
     }
     case "reorg": {
+      // `anvil_reorg` re-executes the replaced blocks' transactions on the new branch, and once produced an invalid
+      // chain (a transaction included at a nonce ahead of its sender's, its transfer never applied; docs/reliability.md).
+      // This reorg keeps the node a valid chain: mining stops, the node's state is snapshotted, the pending transactions
+      // are mined into `depth` blocks that the instances see, then the node reverts to the snapshot (those blocks and
+      // their transactions are gone, as on a branch that lost) and a longer empty branch is mined on top. What the
+      // instances had sent must be found missing and sent again.
       const depth = 1 + Math.floor(random() * 3)
-      await rpc(cluster.anvilUrl, "anvil_reorg", [depth, []])
-      return { kind, detail: `depth ${depth}` }
+      let removed = 0
+      await rpc(cluster.anvilUrl, "evm_setAutomine", [false])
+      try {
+        const snapshot = await rpc(cluster.anvilUrl, "evm_snapshot", [])
+        await sleep(1_000 + Math.floor(random() * 1_000)) // transactions gather in the pool
+        await rpc(cluster.anvilUrl, "anvil_mine", [`0x${depth.toString(16)}`])
+        const head = Number(await rpc(cluster.anvilUrl, "eth_blockNumber", []))
+        for (let n = head - depth + 1; n <= head; n++) {
+          const block = (await rpc(cluster.anvilUrl, "eth_getBlockByNumber", [`0x${n.toString(16)}`, false])) as { transactions?: ReadonlyArray<unknown> }
+          removed += block.transactions?.length ?? 0
+        }
+        await sleep(700) // the instances see the receipts of the branch that will lose
+        const reverted = await rpc(cluster.anvilUrl, "evm_revert", [snapshot])
+        if (reverted !== true) throw new BenchError(`evm_revert(${String(snapshot)}) answered ${String(reverted)}`)
+        await rpc(cluster.anvilUrl, "anvil_mine", [`0x${(depth + 1).toString(16)}`])
+      } finally {
+        await rpc(cluster.anvilUrl, "evm_setAutomine", [true])
+      }
+      return { kind, detail: `depth ${depth}, ${removed} transactions taken out` }
     }
   }
 }

@@ -11,6 +11,8 @@ export interface RoundResult {
   /** When the fault struck, ms after the round's load began. */
   readonly atMs: number
   readonly calls: ReadonlyArray<CallResult>
+  /** The channel payers' calls (the official batch-settlement client), beside the exact ones. */
+  readonly channelCalls: ReadonlyArray<CallResult>
   readonly anomalies: ReadonlyArray<string>
   /** Seconds until nothing the round started was open (or the wait gave up). */
   readonly settledS: number
@@ -35,7 +37,7 @@ const answers = (calls: ReadonlyArray<CallResult>) => {
 }
 
 export const roundLine = (r: RoundResult) =>
-  `round ${r.round}: ${r.fault.kind} (${r.fault.detail}) at ${r.atMs} ms; ${r.calls.length} calls (${answers(r.calls)}); settled in ${r.settledS} s; ` +
+  `round ${r.round}: ${r.fault.kind} (${r.fault.detail}) at ${r.atMs} ms; ${r.calls.length} calls (${answers(r.calls)}), ${r.channelCalls.length} by channel (${answers(r.channelCalls)}); settled in ${r.settledS} s; ` +
   `${r.anomalies.length === 0 ? "no anomalies" : `${r.anomalies.length} ANOMALIES:\n  ${r.anomalies.join("\n  ")}`}`
 
 export const render = (c: Campaign) => {
@@ -43,12 +45,13 @@ export const render = (c: Campaign) => {
   for (const r of c.rounds) byKind.set(r.fault.kind, (byKind.get(r.fault.kind) ?? 0) + 1)
   const anomalies = c.rounds.flatMap((r) => r.anomalies.map((a) => `- round ${r.round} (${r.fault.kind}, ${r.fault.detail}): ${a}`))
   const calls = c.rounds.reduce((n, r) => n + r.calls.length, 0)
+  const byChannel = c.rounds.reduce((n, r) => n + r.channelCalls.length, 0)
   return [
     `Run of ${c.startedAt.toISOString()} (commit ${c.commit}), seed ${c.seed}: \`${c.command}\``,
     "",
-    `| Rounds | Paid calls | Anomalies |`,
-    `| --- | --- | --- |`,
-    `| ${c.rounds.length} | ${calls} | ${anomalies.length} |`,
+    `| Rounds | Paid calls (exact) | Paid calls (channel) | Anomalies |`,
+    `| --- | --- | --- | --- |`,
+    `| ${c.rounds.length} | ${calls} | ${byChannel} | ${anomalies.length} |`,
     "",
     `| Fault | Rounds |`,
     `| --- | --- |`,
