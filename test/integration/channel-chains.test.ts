@@ -14,33 +14,17 @@ import { fakeAgent } from "../support/agents.js"
 import { bigints } from "../support/channelChain.js"
 import { openTestChannel, saltOf } from "../support/channelOpen.js"
 import { channelOffer, voucherCall } from "../support/channelVouchers.js"
-import { call, devAccount, publicClient, usdcBalance, walletAuth } from "../support/clients.js"
+import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { setLimits } from "../support/limits.js"
-import { echoCapability, registerAgent } from "../support/scenario.js"
+import { chainAgent } from "../support/chains.js"
 import { officialBatchSettlementAbi } from "../support/x402Official.js"
-import type { PrivateKeyAccount } from "viem/accounts"
 
 const BUDGET = 100_000n // 0.10
 const DEPOSIT = 1_000_000n
 
 /** Our clock starts at the real time, then only tests move it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
-
-/** An agent with chaining on at `url`. */
-const chainAgent = (owner: PrivateKeyAccount, url: string) =>
-  Effect.gen(function* () {
-    const { baseUrl } = yield* TestEnv
-    const id = yield* registerAgent(owner, url)
-    const patched = yield* Effect.promise(async () =>
-      call(`${baseUrl}/api/v1/agents/${id}`, {
-        method: "PATCH",
-        headers: await walletAuth(owner, id),
-        json: { capabilities: [echoCapability()], chainSettings: { chain_enabled: true, chain_max_depth: 3, chain_allowed_callers: [], chain_blocked_callers: [] } }
-      }))
-    expect(patched.status, JSON.stringify(patched.body)).toBe(200)
-    return id
-  })
 
 const ledger = (account: string) =>
   Effect.flatMap(TestEnv, ({ sql }) =>
