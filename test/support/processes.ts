@@ -66,10 +66,10 @@ export const sharedSettings = (extra: Record<string, string> = {}) =>
     return { env: { DATABASE_URL: db.url, DEVNET_RPC_URL: inject("rpcUrl"), DATA_DIR: dataDir, OPERATOR_TOKEN: PROCESS_OPERATOR_TOKEN, ...extra }, query }
   })
 
-/** A paid registration of an instant-release (premium) agent with an echo capability at `url`. */
-export const registerAgentAt = (server: ServerProcess, owner: PrivateKeyAccount, url: string) =>
+/** A paid registration of an instant-release (premium) agent with `capabilities` (an echo capability) at `url`. */
+export const registerAgentAt = (server: ServerProcess, owner: PrivateKeyAccount, url: string, capabilities: ReadonlyArray<unknown> = [echoCapability()]) =>
   Effect.promise(async () => {
-    const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities: [echoCapability()], endpoints: { execution: url } }) })
+    const created = await paidCall(owner, `${server.baseUrl}/api/v1/agents`, { json: registration(owner, { capabilities, endpoints: { execution: url } }) })
     if (created.status !== 201) throw new Error(`registration failed: ${JSON.stringify(created.body)}`)
     const id = String(created.body.data.id)
     const pinned = await call(`${server.baseUrl}/api/v1/operator/agents/${id}/trust-tier`, {
