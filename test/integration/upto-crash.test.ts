@@ -2,14 +2,16 @@
 // broadcast: the treasury worker, once the transaction's lease ran out, sends the stored bytes, reads the receipt and
 // records the settlement. (2) The charge is recorded and nothing was signed yet: the upto recovery pass, once the
 // payment's lease ran out, settles it. Either way the call first answers without its output (settlement pending), then
-// the payer paid the charge once, the output is released, and the ledger agrees with the chain.
+// the payer paid the charge once, the output is released, and the ledger agrees with the chain. (3) The stored settle
+// never reaches the chain and another transaction of the treasury's key takes its nonce: the worker finds it dropped,
+// the payment waits for a retry, and the recovery pass sends a new settle: still charged once.
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { getAddress, type Hex } from "viem"
 import { inject } from "vitest"
 import { UptoSettlements } from "../../services/payments/UptoSettlements.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
-import { call, devAccount, publicClient, TREASURY, usdcBalance } from "../support/clients.js"
+import { call, devAccount, publicClient, TREASURY, usdcBalance, walletFor } from "../support/clients.js"
 import { capability } from "../support/fixtures.js"
 import { TestApp, TestEnv } from "../support/harness.js"
 import { startMeteredAgent } from "../support/meteredAgent.js"
@@ -26,6 +28,8 @@ const CHARGE = 1_000n + 4_000n // the fee and 2,000 tokens at 0.002 per 1,000
 let crashes = 0
 /** Dies once, right after the first upto charge was recorded (before anything is signed). */
 let early = 0
+/** Dies once, right after the first upto settle's bytes were stored (the third case). */
+let dropped = 0
 const usdc = (): Hex => getAddress(inject("usdcAddress"))
 
 /** An agent with the metered capability, the payer's Permit2 approval, and one upto-paid call of 2,000 tokens. */
@@ -50,7 +54,7 @@ const crashedCall = Effect.gen(function* () {
 })
 
 /** After the recovery: charged once, the output released to the header's holder, the ledger equal to the chain. */
-const settledOnce = (c: Effect.Effect.Success<typeof crashedCall>) =>
+const settledOnce = (c: Effect.Effect.Success<typeof crashedCall>, settlesSent = 1) =>
   Effect.gen(function* () {
     const { sql } = yield* TestEnv
     expect(yield* Effect.promise(() => usdcBalance(c.payer.address))).toBe(c.before - CHARGE)
@@ -58,7 +62,7 @@ const settledOnce = (c: Effect.Effect.Success<typeof crashedCall>) =>
     expect(status.body).toMatchObject({ data: { status: "completed", output: { ok: true }, settlement: { status: "settled" }, metering: { charged: "0.005000" } } })
     expect(yield* ledgerMatchesChain).toBe(0n)
     const sent = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM treasury_txs WHERE purpose = 'upto_settle'`
-    expect(sent[0]?.n).toBe(1)
+    expect(sent[0]?.n).toBe(settlesSent)
   })
 
 layer(
@@ -98,5 +102,36 @@ layer(
       yield* sql`UPDATE payments SET next_attempt_at = now() - interval '1 second' WHERE purpose = 'upto'`
       expect(yield* (yield* UptoSettlements).recoverDue).toBe(1)
       yield* settledOnce(crashed)
+    }))
+})
+
+layer(
+  TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
+    faults: {
+      afterSign: (tx) => (tx.purpose === "upto_settle" && dropped === 0 ? Effect.sync(() => dropped++).pipe(Effect.zipRight(Effect.die("crash after signing"))) : Effect.void)
+    }
+  }),
+  { excludeTestServices: true, timeout: 120_000 }
+)("an upto settle whose nonce another transaction took", (it) => {
+  it.scoped("the worker finds it dropped, the recovery pass sends a new settle: charged once, output released, ledger = chain", () =>
+    Effect.gen(function* () {
+      const { sql } = yield* TestEnv
+      const crashed = yield* crashedCall
+      expect(dropped).toBe(1)
+      const [stored] = yield* sql<{ id: string; nonce: string }>`SELECT id, nonce::text FROM treasury_txs WHERE purpose = 'upto_settle'`
+      // Another transaction of the treasury's key (an operator's tool) is mined at the stored settle's nonce.
+      const treasury = walletFor(devAccount(0))
+      yield* Effect.promise(async () =>
+        treasury.waitForTransactionReceipt({ hash: await treasury.sendTransaction({ to: TREASURY, value: 0n, nonce: Number(stored!.nonce) }) }))
+      yield* sql`UPDATE treasury_txs SET lease_until = now() - interval '1 second' WHERE id = ${stored!.id}`
+      yield* (yield* TreasuryWorker).processDue
+      const [waiting] = yield* sql<{ status: string; txState: string }>`
+        SELECT p.status, t.state AS tx_state FROM payments p JOIN treasury_txs t ON t.id = ${stored!.id} WHERE p.purpose = 'upto'`
+      expect(waiting).toEqual({ status: "retrying", txState: "dropped" })
+      expect(yield* Effect.promise(() => usdcBalance(crashed.payer.address))).toBe(crashed.before)
+      // Its retry is due: the recovery pass settles the charge with a new transaction.
+      yield* sql`UPDATE payments SET next_attempt_at = now() - interval '1 second' WHERE purpose = 'upto'`
+      expect(yield* (yield* UptoSettlements).recoverDue).toBe(1)
+      yield* settledOnce(crashed, 2)
     }))
 })
