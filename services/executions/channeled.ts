@@ -82,6 +82,7 @@ export const channelling = (scope: Scope.Scope, timing: Timing) => Effect.gen(fu
         resource: `${config.publicBaseUrl}/api/v1/execute`,
         description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}`,
         channels: true,
+        chainBudget: Option.isSome(chain),
         upto: metered
       })
       const refuse = funds.refusing(priced, amount)

@@ -108,6 +108,7 @@ export const paying = (scope: Scope.Scope, timing: Timing) => Effect.gen(functio
         resource: `${config.publicBaseUrl}/api/v1/execute`,
         // A channel voucher may pay instead (channeled.ts): a call of its own, or a chain's whole budget.
         channels: true,
+        chainBudget: Option.isSome(chain),
         // A metered call of its own may authorize its maximum with upto instead (upto.ts) and settle only what it used.
         upto: Option.isNone(chain) && isMetered(capability.pricing),
         description: `${agent.name}: ${capability.name}${Option.isSome(chain) ? " (chain budget)" : ""}${

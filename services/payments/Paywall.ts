@@ -24,6 +24,8 @@ export interface Quote {
   readonly description: string
   /** Offer payment channels (x402 v2 `batch-settlement`) beside `exact`, where their contracts exist: paid calls only. */
   readonly channels?: boolean
+  /** `amount` is a chain's whole budget (X-Chain-Budget): its channel offer suggests no deposit size. */
+  readonly chainBudget?: boolean
   /**
    * Offer x402 v2 `upto` (a Permit2 authorization of `amount` as a maximum; the call settles what it used) where its
    * contracts exist: metered calls only.
@@ -67,7 +69,8 @@ export class Paywall extends Effect.Service<Paywall>()("payments/Paywall", {
       const details = { price: formatUsdc(quote.amount), wallet: verifier.treasury, network: verifier.network, ...networksDetail }
       const channelOffers = quote.channels === true
         ? channelTerms.all.map((terms) =>
-          channelOffer({ terms, caip2: caip2Of(terms.chainId), amount: quote.amount, maxTimeoutSeconds: config.paymentTimeoutSeconds, tokenDomain: terms.chain.usdc }))
+          channelOffer({ terms, caip2: caip2Of(terms.chainId), amount: quote.amount, maxTimeoutSeconds: config.paymentTimeoutSeconds, tokenDomain: terms.chain.usdc,
+            suggestDeposit: quote.chainBudget !== true }))
         : []
       const uptoOffers = quote.upto === true
         ? uptoTerms.all.map((terms) => uptoOffer({

@@ -45,9 +45,13 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       // The payer keeps a daily limit: its spending counts the budget while the chain runs.
       expect((yield* setLimits(payer, { perDayMax: 10_000_000n })).status).toBe(200)
 
-      // The budget's 402 offers the channel for the whole budget.
+      // The budget's 402 offers the channel for the whole budget, with no deposit size suggested (a plain call's offer
+      // suggests 100 calls' worth; 100 budgets would lock far more than a chain needs): the payer's policy decides.
       const accepted = yield* channelOffer(baseUrl, A, { "X-Chain-Budget": "0.10" })
       expect(accepted.amount).toBe(BUDGET.toString())
+      expect(accepted.extra["minDeposit"]).toBeUndefined()
+      const callOffer = yield* channelOffer(baseUrl, A)
+      expect(callOffer.extra["minDeposit"]).toBe((BigInt(callOffer.amount) * 100n).toString())
       const root = yield* voucherCall(baseUrl, A, "a chain", { payer, config, maxClaimable: BUDGET, accepted, headers: { "X-Chain-Budget": "0.10" } })
       expect(root.status, JSON.stringify(root.data ?? root.errorCode)).toBe(200)
       const chain = root.data?.["chain"] as { chainId: string; status: string; refunded: string }

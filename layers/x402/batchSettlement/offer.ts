@@ -17,6 +17,13 @@ export interface ChannelOfferInput {
   readonly amount: bigint
   readonly maxTimeoutSeconds: number
   readonly tokenDomain: { readonly name: string; readonly version: string }
+  /**
+   * Whether `extra.minDeposit` suggests SUGGESTED_DEPOSIT_CALLS requests' worth (a call's offer). A chain's budget is
+   * offered without it: the official client would deposit the announced amount whatever its own policy, and 100 budgets
+   * is far more than a chain needs; without a hint the payer's policy decides (official client: 5 × the amount, within
+   * its spend cap).
+   */
+  readonly suggestDeposit: boolean
   readonly corrective?: { readonly channelState: ChannelStateExtra; readonly voucherState: VoucherStateExtra }
 }
 
@@ -34,7 +41,7 @@ export const channelOffer = (input: ChannelOfferInput): PaymentRequirementsV2 =>
     receiverAuthorizer: input.terms.receiverAuthorizer,
     withdrawDelay: input.terms.withdrawDelay,
     // A hint, not a rule: the official client deposits max(this, what the request needs).
-    minDeposit: (input.amount * SUGGESTED_DEPOSIT_CALLS).toString(),
+    ...(input.suggestDeposit ? { minDeposit: (input.amount * SUGGESTED_DEPOSIT_CALLS).toString() } : {}),
     ...(input.corrective === undefined ? {} : { channelState: input.corrective.channelState, voucherState: input.corrective.voucherState })
   }
 })
