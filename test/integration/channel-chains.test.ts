@@ -12,6 +12,7 @@ import { Accounts } from "../../services/ledger/Ledger.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { bigints } from "../support/channelChain.js"
+import { ledgerBalance } from "../support/channelClaims.js"
 import { openTestChannel, saltOf } from "../support/channelOpen.js"
 import { channelOffer, voucherCall } from "../support/channelVouchers.js"
 import { devAccount, publicClient, usdcBalance } from "../support/clients.js"
@@ -26,9 +27,6 @@ const DEPOSIT = 1_000_000n
 /** Our clock starts at the real time, then only tests move it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
 
-const ledger = (account: string) =>
-  Effect.flatMap(TestEnv, ({ sql }) =>
-    sql<{ balance: string }>`SELECT COALESCE(sum(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${account}`.pipe(Effect.map((r) => BigInt(r[0]!.balance)), Effect.orDie))
 
 layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain budgets paid by channel voucher", (it) => {
   it.scoped("the voucher charges the whole budget; the chain spends from it; the unspent budget goes back to the channel as the chain ends; the claim takes what was spent", () =>
@@ -72,9 +70,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       expect(charge).toEqual({ status: "kept", amount: BUDGET.toString(), keptAmount: spent.toString() })
       const [row] = yield* sql<{ charged: string }>`SELECT charged_cumulative::text AS charged FROM channels WHERE id = ${channelId}`
       expect(row?.charged).toBe(spent.toString())
-      expect(yield* ledger(Accounts.channelReceivable)).toBe(spent)
-      expect(yield* ledger(Accounts.chainBudgets)).toBe(0n)
-      expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(spent)
+      expect(yield* ledgerBalance(Accounts.chainBudgets)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.refundsPayable)).toBe(0n)
       // As a refund of the unspent budget would, its return gives it back to the payer's day: what is left counted is
       // what the chain spent.
       const [spending] = yield* sql<{ spent: string }>`SELECT COALESCE(SUM(spent), 0)::text AS spent FROM payer_spending WHERE payer = ${payer.address.toLowerCase()} AND agent_id = ''`
@@ -119,8 +117,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       const A = yield* chainAgent(devAccount(6), agent.url)
       const payer = devAccount(7)
       const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`chain budget failed ${Date.now()}`))
-      const receivableBefore = yield* ledger(Accounts.channelReceivable)
-      const escrowBefore = yield* ledger(Accounts.escrow)
+      const receivableBefore = yield* ledgerBalance(Accounts.channelReceivable)
+      const escrowBefore = yield* ledgerBalance(Accounts.escrow)
       const accepted = yield* channelOffer(baseUrl, A, { "X-Chain-Budget": "0.10" })
       const failed = yield* voucherCall(baseUrl, A, "a chain", { payer, config, maxClaimable: BUDGET, accepted, headers: { "X-Chain-Budget": "0.10" } })
       expect(failed.status).toBe(502)
@@ -131,8 +129,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("chain bud
       expect(row?.charged).toBe("0")
       const [ended] = yield* sql<{ status: string; refundAmount: string }>`SELECT status, refund_amount::text FROM chains WHERE root_agent_id = ${A}`
       expect(ended).toEqual({ status: "failed", refundAmount: BUDGET.toString() })
-      expect(yield* ledger(Accounts.channelReceivable)).toBe(receivableBefore)
-      expect(yield* ledger(Accounts.chainBudgets)).toBe(0n)
-      expect(yield* ledger(Accounts.escrow)).toBe(escrowBefore)
+      expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(receivableBefore)
+      expect(yield* ledgerBalance(Accounts.chainBudgets)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.escrow)).toBe(escrowBefore)
     }))
 })

@@ -14,6 +14,7 @@ import { Accounts } from "../../services/ledger/Ledger.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { bigints } from "../support/channelChain.js"
+import { ledgerBalance } from "../support/channelClaims.js"
 import { openTestChannel, saltOf } from "../support/channelOpen.js"
 import { channelOffer, voucherCall } from "../support/channelVouchers.js"
 import { call, devAccount, publicClient, usdcBalance } from "../support/clients.js"
@@ -41,9 +42,6 @@ const disputeAndResolve = (requestId: string, clientId: string, resolution: Reco
     return resolved.body.data as { status: string; client_refund: string }
   })
 
-const ledger = (account: string) =>
-  Effect.flatMap(TestEnv, ({ sql }) =>
-    sql<{ balance: string }>`SELECT COALESCE(sum(amount), 0)::text AS balance FROM ledger_entries WHERE account_id = ${account}`.pipe(Effect.map((r) => BigInt(r[0]!.balance)), Effect.orDie))
 const channelRow = (id: string) =>
   Effect.flatMap(TestEnv, ({ sql }) =>
     sql<{ charged: string; claimed: string }>`SELECT charged_cumulative::text AS charged, claimed_cumulative::text AS claimed FROM channels WHERE id = ${id}`.pipe(
@@ -64,6 +62,19 @@ const onChain = (id: string) =>
     Effect.promise(() => publicClient().readContract({ address: BATCH_SETTLEMENT_ADDRESS, abi: officialBatchSettlementAbi, functionName: "channels", args: [id as Hex] })),
     (r) => bigints(r, 2)
   )
+/** One call of a new echo agent of dev account `owner`, paid by voucher from a new channel of dev account `payer` holding DEPOSIT. */
+const oneVoucherCall = (owner: number, payerIndex: number, label: string) =>
+  Effect.gen(function* () {
+    const { baseUrl, sql } = yield* TestEnv
+    const agent = yield* fakeAgent("echo")
+    const agentId = yield* registerAgent(devAccount(owner), agent.url)
+    const payer = devAccount(payerIndex)
+    const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`dispute ${label} ${Date.now()}`))
+    const accepted = yield* channelOffer(baseUrl, agentId)
+    const paid = yield* voucherCall(baseUrl, agentId, label, { payer, config, maxClaimable: PRICE, accepted })
+    expect(paid.status).toBe(200)
+    return { payer, channelId, paid }
+  })
 const claimAll = Effect.gen(function* () {
   const terms = Option.getOrThrow((yield* ChannelTerms).on("base-sepolia"))
   return yield* (yield* ChannelClaims).claimOn(terms, true)
@@ -107,9 +118,9 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       expect(yield* refundsOf(calls[2]!.requestId)).toEqual([])
       yield* (yield* TreasuryWorker).processDue
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(walletBefore)
-      expect(yield* ledger(Accounts.disputesHeld)).toBe(0n)
-      expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
-      expect(yield* ledger(Accounts.channelReceivable)).toBe(charged)
+      expect(yield* ledgerBalance(Accounts.disputesHeld)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.refundsPayable)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(charged)
 
       // The payer's next voucher over its old total is stale: the corrective 402 names the lowered total, and a voucher
       // over it pays.
@@ -123,7 +134,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       const total = charged + PRICE
       expect(yield* onChain(channelId)).toEqual([DEPOSIT, total])
       expect(yield* channelRow(channelId)).toEqual({ charged: total, claimed: total })
-      expect(yield* ledger(Accounts.channelReceivable)).toBe(total)
+      expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(total)
       // The payer's channel balance after the refunds: the deposit less exactly what was kept (the first and fourth
       // calls, three quarters of the third; nothing of the second).
       const [balance, totalClaimed] = yield* onChain(channelId)
@@ -133,17 +144,10 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
   it.scoped("resolved for the client after the claim took the charge: the share is sent to the payer's wallet, the channel and the chain keep the claim", () =>
     Effect.gen(function* () {
       yield* realNow
-      const { baseUrl, sql } = yield* TestEnv
-      const agent = yield* fakeAgent("echo")
-      const agentId = yield* registerAgent(devAccount(2), agent.url)
-      const payer = devAccount(5)
-      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`dispute after claim ${Date.now()}`))
-      const accepted = yield* channelOffer(baseUrl, agentId)
-      const paid = yield* voucherCall(baseUrl, agentId, "claimed", { payer, config, maxClaimable: PRICE, accepted })
-      expect(paid.status).toBe(200)
+      const { payer, channelId, paid } = yield* oneVoucherCall(2, 5, "claimed")
       expect(yield* claimAll).toBeGreaterThanOrEqual(1)
       expect(yield* chargeOf(paid.requestId!)).toMatchObject({ status: "claimed" })
-      const receivableBefore = yield* ledger(Accounts.channelReceivable)
+      const receivableBefore = yield* ledgerBalance(Accounts.channelReceivable)
       const walletBefore = yield* Effect.promise(() => usdcBalance(payer.address))
 
       const resolved = yield* disputeAndResolve(paid.requestId!, paid.clientId!, { resolution: "resolved_client" })
@@ -157,22 +161,15 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       expect(yield* escrowOf(paid.requestId!)).toEqual({ status: "refunded", state: "completed.resolved" })
       expect(yield* channelRow(channelId)).toEqual({ charged: PRICE, claimed: PRICE })
       expect(yield* onChain(channelId)).toEqual([DEPOSIT, PRICE])
-      expect(yield* ledger(Accounts.channelReceivable)).toBe(receivableBefore)
-      expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
-      expect(yield* ledger(Accounts.disputesHeld)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.channelReceivable)).toBe(receivableBefore)
+      expect(yield* ledgerBalance(Accounts.refundsPayable)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.disputesHeld)).toBe(0n)
     }))
 
   it.scoped("resolved for the client after the payer's money left the channel unclaimed: nothing is sent (the payer has it), the share lowers the write-off", () =>
     Effect.gen(function* () {
       yield* realNow
-      const { baseUrl, sql } = yield* TestEnv
-      const agent = yield* fakeAgent("echo")
-      const agentId = yield* registerAgent(devAccount(4), agent.url)
-      const payer = devAccount(8)
-      const { config, channelId } = yield* openTestChannel(sql, payer, DEPOSIT, saltOf(`dispute written off ${Date.now()}`))
-      const accepted = yield* channelOffer(baseUrl, agentId)
-      const paid = yield* voucherCall(baseUrl, agentId, "written off", { payer, config, maxClaimable: PRICE, accepted })
-      expect(paid.status).toBe(200)
+      const { payer, channelId, paid } = yield* oneVoucherCall(4, 8, "written off")
       // The withdrawal watch's facts (as it reads them from the contract's logs): the payer's withdrawal started and
       // finalized before any claim, so the charge is written off to channel_losses.
       const host = yield* MachineHost
@@ -180,7 +177,7 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       yield* host.deliverNow("channel", channelId, { type: "WITHDRAW_INITIATED", at: now, finalizableAt: now + 1_000 })
       yield* host.deliverNow("channel", channelId, { type: "WITHDRAW_FINALIZED", at: now + 1_000, txHash: `0x${"ab".repeat(32)}`, amount: DEPOSIT.toString(), unsettled: "0" })
       expect(yield* chargeOf(paid.requestId!)).toMatchObject({ status: "written_off" })
-      expect(yield* ledger(Accounts.channelLosses)).toBe(PRICE)
+      expect(yield* ledgerBalance(Accounts.channelLosses)).toBe(PRICE)
       const walletBefore = yield* Effect.promise(() => usdcBalance(payer.address))
 
       const resolved = yield* disputeAndResolve(paid.requestId!, paid.clientId!, { resolution: "resolved_client" })
@@ -189,8 +186,8 @@ layer(TestApp({ BACKGROUND_WORKERS: "false" }), { timeout: 120_000 })("disputes 
       expect(yield* escrowOf(paid.requestId!)).toEqual({ status: "refunded", state: "completed.resolved" })
       yield* (yield* TreasuryWorker).processDue
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(walletBefore)
-      expect(yield* ledger(Accounts.channelLosses)).toBe(0n)
-      expect(yield* ledger(Accounts.disputesHeld)).toBe(0n)
-      expect(yield* ledger(Accounts.refundsPayable)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.channelLosses)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.disputesHeld)).toBe(0n)
+      expect(yield* ledgerBalance(Accounts.refundsPayable)).toBe(0n)
     }))
 })

@@ -13,17 +13,10 @@ import { beforeAll, inject } from "vitest"
 import { devnetChain } from "../../layers/devnet/anvil.js"
 import { fakeAgent } from "../support/agents.js"
 import { call, devAccount, paidCall, usdcBalance } from "../support/clients.js"
-import { embeddedDatabase, PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, untilProcesses } from "../support/processes.js"
+import { embeddedDatabase, PROCESS_OPERATOR_TOKEN, postgresServing, registerAgentAt, tempDataDir, UNFINISHED, untilProcesses } from "../support/processes.js"
 import { ensureBundle, killHard, type ServerProcess, serverProcess } from "../support/servers.js"
 
 beforeAll(ensureBundle, 180_000)
-
-const UNFINISHED = `
-  SELECT (SELECT count(*) FROM payments WHERE status IN ('reserved', 'retrying'))::int
-       + (SELECT count(*) FROM executions WHERE status = 'pending')::int
-       + (SELECT count(*) FROM escrows WHERE status IN ('held', 'refunding'))::int
-       + (SELECT count(*) FROM refunds WHERE status IN ('pending', 'submitted'))::int
-       + (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast'))::int AS n`
 
 
 const timedCall = (server: ServerProcess, payer: ReturnType<typeof devAccount>, agentId: string, text: string) =>

@@ -24,12 +24,16 @@ const tokens = capability({
 })
 const CHARGE = 1_000n + 4_000n // the fee and 2,000 tokens at 0.002 per 1,000
 
-/** Dies once, right after the first upto settle's bytes were stored. */
-let crashes = 0
-/** Dies once, right after the first upto charge was recorded (before anything is signed). */
-let early = 0
-/** Dies once, right after the first upto settle's bytes were stored (the third case). */
-let dropped = 0
+/** A fault that dies the first time it is reached and lets every later pass through; `hits()`: how often it died. */
+const dieOnce = (message: string) => {
+  let hits = 0
+  return { hits: () => hits, strike: Effect.suspend(() => (hits === 0 ? Effect.sync(() => hits++).pipe(Effect.zipRight(Effect.die(message))) : Effect.void)) }
+}
+/** Dies right after the first upto settle's bytes were stored (the first and the third case, each its own). */
+const crashes = dieOnce("crash after signing")
+const dropped = dieOnce("crash after signing")
+/** Dies right after the first upto charge was recorded (before anything is signed). */
+const early = dieOnce("crash before the settle")
 const usdc = (): Hex => getAddress(inject("usdcAddress"))
 
 /** An agent with the metered capability, the payer's Permit2 approval, and one upto-paid call of 2,000 tokens. */
@@ -68,7 +72,7 @@ const settledOnce = (c: Effect.Effect.Success<typeof crashedCall>, settlesSent =
 layer(
   TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
     faults: {
-      afterSign: (tx) => (tx.purpose === "upto_settle" && crashes === 0 ? Effect.sync(() => crashes++).pipe(Effect.zipRight(Effect.die("crash after signing"))) : Effect.void)
+      afterSign: (tx) => (tx.purpose === "upto_settle" ? crashes.strike : Effect.void)
     }
   }),
   { excludeTestServices: true, timeout: 120_000 }
@@ -77,7 +81,7 @@ layer(
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
       const crashed = yield* crashedCall
-      expect(crashes).toBe(1)
+      expect(crashes.hits()).toBe(1)
       // The transaction's lease runs out (as after a restart); the worker sends its stored bytes and books the receipt.
       yield* sql`UPDATE treasury_txs SET lease_until = now() - interval '1 second' WHERE purpose = 'upto_settle'`
       yield* (yield* TreasuryWorker).processDue
@@ -88,7 +92,7 @@ layer(
 
 layer(
   TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
-    faults: { beforeUptoSettle: () => (early === 0 ? Effect.sync(() => early++).pipe(Effect.zipRight(Effect.die("crash before the settle"))) : Effect.void) }
+    faults: { beforeUptoSettle: () => early.strike }
   }),
   { excludeTestServices: true, timeout: 120_000 }
 )("an upto charge recorded, then a crash before its settle", (it) => {
@@ -96,7 +100,7 @@ layer(
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
       const crashed = yield* crashedCall
-      expect(early).toBe(1)
+      expect(early.hits()).toBe(1)
       const [open] = yield* sql<{ status: string; uptoCharged: string }>`SELECT status, upto_charged::text FROM payments WHERE purpose = 'upto'`
       expect(open).toEqual({ status: "reserved", uptoCharged: CHARGE.toString() })
       yield* sql`UPDATE payments SET next_attempt_at = now() - interval '1 second' WHERE purpose = 'upto'`
@@ -108,7 +112,7 @@ layer(
 layer(
   TestApp({ BACKGROUND_WORKERS: "false", EXECUTION_TIMEOUT_MS: "10000" }, {
     faults: {
-      afterSign: (tx) => (tx.purpose === "upto_settle" && dropped === 0 ? Effect.sync(() => dropped++).pipe(Effect.zipRight(Effect.die("crash after signing"))) : Effect.void)
+      afterSign: (tx) => (tx.purpose === "upto_settle" ? dropped.strike : Effect.void)
     }
   }),
   { excludeTestServices: true, timeout: 120_000 }
@@ -117,7 +121,7 @@ layer(
     Effect.gen(function* () {
       const { sql } = yield* TestEnv
       const crashed = yield* crashedCall
-      expect(dropped).toBe(1)
+      expect(dropped.hits()).toBe(1)
       const [stored] = yield* sql<{ id: string; nonce: string }>`SELECT id, nonce::text FROM treasury_txs WHERE purpose = 'upto_settle'`
       // Another transaction of the treasury's key (an operator's tool) is mined at the stored settle's nonce.
       const treasury = walletFor(devAccount(0))

@@ -11,7 +11,7 @@ import { call, devAccount, publicClient, usdcBalance } from "../support/clients.
 import { recordingFetch } from "../support/channelClient.js"
 import { capability } from "../support/fixtures.js"
 import { meteredAgent } from "../support/meteredAgent.js"
-import { PROCESS_OPERATOR_TOKEN, registerAgentAt, sharedSettings, untilProcesses } from "../support/processes.js"
+import { PROCESS_OPERATOR_TOKEN, registerAgentAt, sharedSettings, UNFINISHED, untilProcesses } from "../support/processes.js"
 import { ensureBundle, killHard, serverProcess } from "../support/servers.js"
 import { approvePermit2, uptoClient } from "../support/uptoClient.js"
 
@@ -21,12 +21,6 @@ const tokens = capability({
   id: "tokens", name: "Tokens", description: "per-token", inputSchema: undefined, outputSchema: undefined,
   pricing: { model: "per-token", basePrice: "0.002", currency: "USDC", maxTokens: 10_000 }
 })
-
-const OPEN = `
-  SELECT (SELECT count(*) FROM payments WHERE status IN ('reserved', 'retrying'))::int
-       + (SELECT count(*) FROM executions WHERE status = 'pending')::int
-       + (SELECT count(*) FROM escrows WHERE status IN ('held', 'refunding'))::int
-       + (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast'))::int AS n`
 
 describe("an upto-paid call cut off by a crash while its agent works", () => {
   it.scopedLive("after a restart the payment is voided: nothing sent, nothing charged, the maximum released, a re-sent header answers the call that timed out, ledger = chain", () =>
@@ -79,7 +73,7 @@ describe("an upto-paid call cut off by a crash while its agent works", () => {
       const settles = yield* query<{ n: number }>(`SELECT count(*)::int AS n FROM treasury_txs WHERE purpose = 'upto_settle'`)
       expect(settles[0]!.n).toBe(0)
       expect(yield* Effect.promise(() => usdcBalance(payer.address))).toBe(before)
-      expect((yield* query<{ n: number }>(OPEN))[0]!.n).toBe(0)
+      expect((yield* query<{ n: number }>(UNFINISHED))[0]!.n).toBe(0)
       // The client retries with its header: it answers the call that timed out, and pays no other.
       const again = yield* Effect.promise(() => call(`${second.baseUrl}/api/v1/execute`, { method: "POST", json: JSON.parse(body), headers: { "payment-signature": headers[0] ?? "" } }))
       expect(again.status).toBe(504)

@@ -16,6 +16,14 @@ import type { ServerProcess } from "./servers.js"
 
 export const PROCESS_OPERATOR_TOKEN = "process-test-operator-token-0123456789"
 
+/** Rows a crash can leave open (payments, executions, escrows, refunds, treasury transactions): `n`, 0 once all finished. */
+export const UNFINISHED = `
+  SELECT (SELECT count(*) FROM payments WHERE status IN ('reserved', 'retrying'))::int
+       + (SELECT count(*) FROM executions WHERE status = 'pending')::int
+       + (SELECT count(*) FROM escrows WHERE status IN ('held', 'refunding'))::int
+       + (SELECT count(*) FROM refunds WHERE status IN ('pending', 'submitted'))::int
+       + (SELECT count(*) FROM treasury_txs WHERE state IN ('signed', 'broadcast'))::int AS n`
+
 /** A data directory for a server process (the postgres system user must traverse it), removed with the scope. */
 export const tempDataDir = (prefix = "marketplace-processes-") =>
   Effect.acquireRelease(
