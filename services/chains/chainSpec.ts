@@ -90,8 +90,7 @@ export class ChainMachine extends Effect.Service<ChainMachine>()("chains/ChainMa
             const payment = paymentOf(row.facts.paymentStatus)
             const status = chainOutcome(payment, statuses)
             const left = row.remaining
-            const [paid] = yield* sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${row.paymentId}`
-            if (paid !== undefined && paid.channelId !== null) {
+            if (Option.isSome(yield* channels.channelOfPayment(row.paymentId))) {
               yield* returnToChannel(row, left)
             } else if (left > 0n) {
               // Settled: the unspent budget is the payer's, sent back on chain once (one refund row per chain). Never

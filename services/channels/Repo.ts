@@ -179,6 +179,10 @@ export const makeChannelsRepo = Effect.gen(function* () {
       Effect.withSpan("ChannelsRepo.disputeRefund")
     )
 
+  /** The channel a payment was charged to, if it was a channel payment (a call's, or a chain budget's). */
+  const channelOfPayment = (paymentId: string): Effect.Effect<Option.Option<string>, SqlError.SqlError> =>
+    Effect.map(sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${paymentId}`, (r) => Option.fromNullable(r[0]?.channelId))
+
   /** One statement: the kept charges become claimed; what the claim submits, or none when nothing is new. */
   const claim = (channelId: string): Effect.Effect<Option.Option<ClaimTake>, SqlError.SqlError> =>
     takes(sql`SELECT * FROM channel_claim(${channelId})`).pipe(Effect.map((r) => Option.fromNullable(r[0])), Effect.withSpan("ChannelsRepo.claim"))
@@ -216,7 +220,7 @@ export const makeChannelsRepo = Effect.gen(function* () {
       ORDER BY c.created_at, c.cumulative_after`
 
   return {
-    insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, disputeRefund, claim, charges, claimDue, claimedOnChain, settled, writeOff
+    insert, find, lock, saveMachine, mirrorBalance, chargeStatement, charge, returnCharge, keep, disputeRefund, channelOfPayment, claim, charges, claimDue, claimedOnChain, settled, writeOff
   } as const
 })
 

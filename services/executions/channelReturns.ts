@@ -26,8 +26,7 @@ export const makeChannelReturns = Effect.gen(function* () {
    */
   const failedCall = (row: ExecutionRow) =>
     Effect.gen(function* () {
-      const [paid] = yield* sql<{ readonly channelId: string | null }>`SELECT channel_id FROM payments WHERE id = ${row.paymentId}`
-      if (paid === undefined || paid.channelId === null) return { kind: "credit_return", credit: creditAccount(row.payer) }
+      if (Option.isNone(yield* channels.channelOfPayment(row.paymentId))) return { kind: "credit_return", credit: creditAccount(row.payer) }
       if (row.chainId !== null) {
         // A chain's root charged the whole budget: its price goes back to the budget, which the chain's end returns to
         // the channel. A chain ends only once its root answered (machines/chain.ts `quiet`): it cannot have ended.
