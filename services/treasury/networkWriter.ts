@@ -1,5 +1,6 @@
-// One network's writer of treasury transactions (TreasuryWriter.ts holds one per network): a nonce from PostgreSQL, the signed bytes stored before they are broadcast,
-// rebroadcast (never re-signed) after a crash, receipts awaited under a renewed lease, and nonce gaps repaired.
+// One network's writer of treasury transactions (TreasuryWriter.ts holds one per network): a nonce from PostgreSQL, the
+// signed bytes stored before they are broadcast (broadcast.ts sends them), rebroadcast (never re-signed) after a crash,
+// receipts awaited under a renewed lease, and nonce gaps repaired.
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { withSpan } from "../../layers/observability/span.js"
 import { Clock, Config, Data, Duration, Effect, Fiber, Option, Schedule } from "effect"
@@ -11,7 +12,7 @@ import { newId } from "../../src/domain/Ids.js"
 import { ChainReadError, minedNonce, pendingNonce, receiptOf } from "./chainReads.js"
 import { type Fees, feeSource, maxFeeCeiling } from "./fees.js"
 import { replacer } from "./replace.js"
-import { methodMissing } from "./sendSync.js"
+import { broadcaster } from "./broadcast.js"
 import { nonceRepair } from "./nonceRepair.js"
 import * as txLog from "./txLog.js"
 import { MoneyFaults } from "./Faults.js"
@@ -75,57 +76,7 @@ export const makeNetworkWriter = (chain: ChainShape) =>
         return { raw, hash: keccak256(raw) }
       })
 
-    /** A node's answer that means the bytes are already there (or mined): not a failure. */
-    const alreadyThere = (error: unknown) => /already known|already imported|nonce too low|known transaction/i.test(String(error))
-
-    /**
-     * Sends the stored bytes (again); the chain accepts one transaction per nonce, so repeating is harmless. A failure
-     * is retried (twice on a devnet; by the transport on an RPC) and recorded; the worker rebroadcasts after the lease. A first broadcast that succeeds is
-     * not a separate step in the machine (signed → mined is a valid path): it costs no database round trip.
-     */
-    const broadcast = (tx: { readonly id: string; readonly rawTx: string }, record: "always" | "failures" = "always") =>
-      Effect.gen(function* () {
-        const sent = yield* Effect.tryPromise(() => chain.publicClient.sendRawTransaction({ serializedTransaction: tx.rawTx as Hex })).pipe(
-          Effect.catchIf((e) => alreadyThere(e.error), () => Effect.void),
-          // At once, not on a schedule: a fault that outlasts the tries is the worker's to rebroadcast after the lease.
-          // On an RPC the transport already retries with backoff (layers/Chain.ts): retrying here too would multiply a
-          // hanging provider's wait past every bound.
-          Effect.retry({ times: chain.mode === "devnet" ? 2 : 0 }),
-          Effect.either
-        )
-        const at = yield* Clock.currentTimeMillis
-        if (sent._tag === "Left") {
-          yield* host.deliverNow("treasury", tx.id, { type: "BROADCAST_FAILED", at, error: String(sent.left.error).slice(0, 300) })
-        } else if (record === "always") {
-          yield* host.deliverNow("treasury", tx.id, { type: "BROADCAST", at })
-        }
-        return sent._tag === "Right"
-      })
-
-    /**
-     * Whether to send with eth_sendRawTransactionSync (EIP-7966: the node answers with the receipt, saving the receipt
-     * round trip and its poll): on a devnet (anvil mines on submission, so the call returns at once) until the node
-     * answers method-not-found. Not on an RPC: there the call would hold the transport for up to a block time, against
-     * its per-try timeout and retries (docs/decisions/chain-transport-and-faults.md, "Settlement send: eth_sendRawTransactionSync").
-     */
-    let sendSync = chain.mode === "devnet" && process.env["CHAIN_SEND_SYNC"] !== "0"
-    /**
-     * The first broadcast of stored bytes, waiting for their receipt in the same call when the node can (sendSync).
-     * Any failure of that call falls back to the plain broadcast (the same bytes again: harmless) and none: the caller
-     * then awaits the receipt as before.
-     */
-    const broadcastFirst = (tx: { readonly id: string; readonly rawTx: string }, withReceipt: boolean) =>
-      Effect.gen(function* () {
-        if (withReceipt && sendSync) {
-          const receipt = yield* Effect.either(Effect.tryPromise(() => chain.publicClient.sendRawTransactionSync({ serializedTransaction: tx.rawTx as Hex })))
-          if (receipt._tag === "Right") return { sent: true, receipt: Option.some(receipt.right) }
-          if (methodMissing(receipt.left.error)) {
-            sendSync = false
-            yield* Effect.logInfo("the chain node does not answer eth_sendRawTransactionSync: settlements send, then ask for their receipt")
-          }
-        }
-        return { sent: yield* broadcast(tx, "failures"), receipt: Option.none<TransactionReceipt>() }
-      })
+    const { broadcast, broadcastFirst, resendUntilSent } = broadcaster(chain, host)
 
     /**
      * Allocates a nonce, signs and stores the transaction (one database transaction), then broadcasts it. With
@@ -173,16 +124,24 @@ export const makeNetworkWriter = (chain: ChainShape) =>
         const { sent, receipt } = yield* broadcastFirst(stored, withReceipt)
         yield* txLog.sent(intent, stored, sent)
         yield* faults.afterBroadcast({ id, purpose: intent.purpose })
-        return { ...stored, receipt }
+        return { ...stored, receipt, sent }
       }).pipe(withSpan("TreasuryWriter.submit", { attributes: { purpose: intent.purpose } }))
 
     /**
-     * Waits for the receipt (bounded), keeping the lease while it waits. `pollingIntervalMs`: the caller is the only one
+     * Waits for the receipt (bounded), keeping the lease while it waits, and sending the bytes again while their first
+     * broadcast has not gone through (`sent: false`, as `submit` says). `pollingIntervalMs`: the caller is the only one
      * waiting (the settler's loop), so it polls the receipt itself at that pace (on a devnet the poll is most of a batch's
      * round trip) instead of following blocks.
      */
-    const awaitReceipt = (tx: { readonly id: string; readonly txHash: string }, timeoutMs = receiptWaitMs, pollingIntervalMs?: number) =>
+    const awaitReceipt = (
+      tx: { readonly id: string; readonly txHash: string; readonly rawTx?: string; readonly sent?: boolean },
+      timeoutMs = receiptWaitMs,
+      pollingIntervalMs?: number
+    ) =>
       Effect.gen(function* () {
+        const resend = tx.sent === false && tx.rawTx !== undefined
+          ? Option.some(yield* Effect.forkScoped(resendUntilSent({ id: tx.id, rawTx: tx.rawTx, txHash: tx.txHash })))
+          : Option.none()
         // Each renewal is uninterruptible: interrupting a statement in flight sends PostgreSQL a cancel request for the
         // connection, which can land on the next statement another fiber runs on it once it is back in the pool.
         const renew = yield* Effect.forkScoped(
@@ -212,6 +171,7 @@ export const makeNetworkWriter = (chain: ChainShape) =>
             ))
         )
         yield* Fiber.interrupt(renew)
+        if (Option.isSome(resend)) yield* Fiber.interrupt(resend.value)
         return receipt
       }).pipe(Effect.scoped)
 
