@@ -2,7 +2,7 @@
 // stale head or loses the answer to a send. /health degrades (and is 503 only when nothing answers), paid calls answer
 // within their bound, and every accepted payment and every refund moves money exactly once: ledger = chain.
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Layer, TestClock } from "effect"
+import { Effect, TestClock } from "effect"
 import { createPublicClient, createTestClient, http } from "viem"
 import type { PrivateKeyAccount } from "viem/accounts"
 import { devnetChain } from "../../layers/devnet/accounts.js"
@@ -12,26 +12,18 @@ import { Refunds } from "../../services/refunds/Refunds.js"
 import { TreasuryWorker } from "../../services/treasury/TreasuryWorker.js"
 import { fakeAgent } from "../support/agents.js"
 import { call } from "../support/clients.js"
-import { TestApp, TestEnv } from "../support/harness.js"
+import { TestEnv } from "../support/harness.js"
 import { recordingLogs } from "../support/logs.js"
-import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
-import { type RpcProxy, rpcProxy } from "../support/rpcProxy.js"
+import type { ProductionChain } from "../support/productionChain.js"
+import { appBehindRpcProxy, OwnChain, Proxy } from "../support/proxiedChain.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
 
-class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
-class Proxy extends Context.Tag("test/RpcProxy")<Proxy, RpcProxy>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 8 }))
-const ProxyLive = Layer.scoped(Proxy, Effect.flatMap(Own, (own) => rpcProxy(own.rpcUrl))).pipe(Layer.provideMerge(OwnLive))
-
-const App = Layer.unwrapScoped(
-  Effect.map(Effect.all([Own, Proxy]), ([own, proxy]) =>
-    TestApp(
-      { LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "3000", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
-      { chain: chainOn(own, "rpc", proxy.url) }
-    ))
-).pipe(Layer.provideMerge(ProxyLive))
+const App = appBehindRpcProxy(
+  { LOG_FORMAT: "json", LOG_LEVEL: "info", BACKGROUND_WORKERS: "false", EXECUTION_RETRY_WINDOW_SECONDS: "600", TREASURY_RECEIPT_WAIT_MS: "3000", RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
+  8
+)
 
 /** Our clock starts at the real time (payments are signed against it), then only the test moves it. */
 const realNow = Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
@@ -91,7 +83,7 @@ const paidExactly = (own: ProductionChain, payer: PrivateKeyAccount, before: big
 layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
   it.scoped("/health is degraded (200, chain.problem) while the RPC answers 429, 5xx or a stale head, and ok again after", () =>
     passAfter(Effect.gen(function* () {
-      const own = yield* Own
+      const own = yield* OwnChain
       const proxy = yield* Proxy
       const anvil = createTestClient({ mode: "anvil", chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) })
       const reader = createPublicClient({ chain: devnetChain(own.rpcUrl), transport: http(own.rpcUrl) })
@@ -129,7 +121,7 @@ layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
   it.scoped("a hanging RPC: /health answers 503 within 2 s, paid calls answer within their bound, nothing is charged twice after", () =>
     passAfter(Effect.gen(function* () {
       yield* realNow
-      const own = yield* Own
+      const own = yield* OwnChain
       const proxy = yield* Proxy
       const agent = yield* fakeAgent()
       const agentId = yield* registerAgent(own.payers[0]!, agent.url)
@@ -172,7 +164,7 @@ layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
   it.scoped("429 and 5xx bursts during paid calls: each answers within its bound, and every accepted payment settles once", () =>
     passAfter(Effect.gen(function* () {
       yield* realNow
-      const own = yield* Own
+      const own = yield* OwnChain
       const proxy = yield* Proxy
       const agent = yield* fakeAgent()
       const agentId = yield* registerAgent(own.payers[2]!, agent.url)
@@ -220,7 +212,7 @@ layer(App, { timeout: 120_000 })("an RPC that misbehaves", (it) => {
   it.scoped("a lost answer to eth_sendRawTransaction (a settlement, then a refund): the transaction went through, one transfer, booked once", () =>
     passAfter(Effect.gen(function* () {
       yield* realNow
-      const own = yield* Own
+      const own = yield* OwnChain
       const proxy = yield* Proxy
       const { sql } = yield* TestEnv
       const agent = yield* fakeAgent()

@@ -3,11 +3,10 @@
 // requests a block after the outage, not after the whole receipt wait and the worker's lease (which held every later
 // settlement of the network behind them). Real clock: the resends are timed.
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { fakeAgent } from "../support/agents.js"
-import { TestApp, TestEnv } from "../support/harness.js"
-import { chainOn, type ProductionChain, productionChain } from "../support/productionChain.js"
-import { type RpcProxy, rpcProxy } from "../support/rpcProxy.js"
+import { TestEnv } from "../support/harness.js"
+import { appBehindRpcProxy, OwnChain, Proxy } from "../support/proxiedChain.js"
 import { execute, ledgerMatchesChain, registerAgent } from "../support/scenario.js"
 
 const PRICE = 11_000n
@@ -15,24 +14,13 @@ const PRICE = 11_000n
 const REFUSED_SENDS = 6
 const RECEIPT_WAIT_MS = 20_000
 
-class Own extends Context.Tag("test/OwnChain")<Own, ProductionChain>() {}
-class Proxy extends Context.Tag("test/RpcProxy")<Proxy, RpcProxy>() {}
-const OwnLive = Layer.scoped(Own, productionChain({ payers: 4 }))
-const ProxyLive = Layer.scoped(Proxy, Effect.flatMap(Own, (own) => rpcProxy(own.rpcUrl))).pipe(Layer.provideMerge(OwnLive))
-
-const App = Layer.unwrapScoped(
-  Effect.map(Effect.all([Own, Proxy]), ([own, proxy]) =>
-    TestApp(
-      // No background work: whatever settles, settles in the paid request.
-      { BACKGROUND_WORKERS: "false", TREASURY_RECEIPT_WAIT_MS: String(RECEIPT_WAIT_MS), RATE_LIMIT_CLIENT_PER_WINDOW: "1000" },
-      { chain: chainOn(own, "rpc", proxy.url) }
-    ))
-).pipe(Layer.provideMerge(ProxyLive))
+// No background work: whatever settles, settles in the paid request.
+const App = appBehindRpcProxy({ BACKGROUND_WORKERS: "false", TREASURY_RECEIPT_WAIT_MS: String(RECEIPT_WAIT_MS), RATE_LIMIT_CLIENT_PER_WINDOW: "1000" }, 4)
 
 layer(App, { excludeTestServices: true, timeout: 120_000 })("an RPC refusing transactions for seconds", (it) => {
   it.scoped("the settlements' bytes are sent again during the receipt wait: both calls settle in their requests, charged once", () =>
     Effect.gen(function* () {
-      const own = yield* Own
+      const own = yield* OwnChain
       const proxy = yield* Proxy
       const { sql } = yield* TestEnv
       const agent = yield* fakeAgent()
